@@ -1,0 +1,21 @@
+import Fastify from 'fastify';
+/**
+ * The admin app (SPEC §8), on its own listener that is never exposed:
+ * liveness, readiness (provider metadata loaded, store answered within 5 s,
+ * not shutting down) and Prometheus metrics.
+ */
+export async function buildAdmin(context, logger) {
+    const admin = Fastify({ loggerInstance: logger.child({ listener: 'admin' }), disableRequestLogging: true });
+    admin.get('/healthz', async () => ({ status: 'ok' }));
+    admin.get('/readyz', async (_request, reply) => {
+        const checks = { provider: context.provider.ready, store: context.store.ready, shuttingDown: context.shuttingDown };
+        const ready = checks.provider && checks.store && !checks.shuttingDown;
+        return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not ready', ...checks });
+    });
+    admin.get('/metrics', async (_request, reply) => {
+        const registry = context.metrics.registry;
+        return reply.type(registry.contentType).send(await registry.metrics());
+    });
+    return admin;
+}
+//# sourceMappingURL=server.js.map

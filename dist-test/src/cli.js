@@ -1,0 +1,80 @@
+#!/usr/bin/env node
+import { parseArgs } from 'node:util';
+import { ConfigError, loadConfigFile, renderConfig } from './config/load.js';
+import { createLogger } from './logger.js';
+import { startGateway } from './server.js';
+import { demoBanner, startDemo } from './demo/demo.js';
+const USAGE = `Usage:
+  gatehouse [--config FILE]         run the gateway (or GATEHOUSE_CONFIG=FILE)
+  gatehouse check [--config FILE]   validate FILE; print the effective config, secrets redacted
+  gatehouse demo                    local authorization server + demo upstream + gateway on loopback
+`;
+/** The only place that reads argv, touches process.* and exits. */
+async function main() {
+    let parsed;
+    try {
+        parsed = parseArgs({
+            args: process.argv.slice(2),
+            options: { config: { type: 'string', short: 'c' }, help: { type: 'boolean', short: 'h' } },
+            allowPositionals: true,
+        });
+    }
+    catch (err) {
+        process.stderr.write(`${err.message}\n${USAGE}`);
+        return 2;
+    }
+    const { values, positionals } = parsed;
+    const command = positionals[0] ?? 'run';
+    if (values.help) {
+        process.stdout.write(USAGE);
+        return 0;
+    }
+    if (positionals.length > 1 || !['run', 'check', 'demo'].includes(command)) {
+        process.stderr.write(`unknown command: ${positionals.join(' ')}\n${USAGE}`);
+        return 2;
+    }
+    const logger = createLogger(process.env.LOG_LEVEL ?? 'info');
+    if (command === 'demo') {
+        const demo = await startDemo(process.env, logger);
+        process.stdout.write(demoBanner(demo));
+        await untilSignal();
+        await demo.stop();
+        return 0;
+    }
+    const file = values.config ?? process.env.GATEHOUSE_CONFIG;
+    if (file === undefined) {
+        process.stderr.write(`config: no file given: pass --config FILE or set GATEHOUSE_CONFIG\n${USAGE}`);
+        return 1;
+    }
+    let config;
+    try {
+        config = loadConfigFile(file, process.env);
+    }
+    catch (err) {
+        if (!(err instanceof ConfigError))
+            throw err;
+        process.stderr.write(`${err.problems.join('\n')}\n`);
+        return 1;
+    }
+    if (command === 'check') {
+        process.stdout.write(renderConfig(config));
+        return 0;
+    }
+    const gateway = await startGateway(config, { logger, cwd: process.cwd() });
+    await untilSignal();
+    await gateway.shutdown();
+    return 0;
+}
+function untilSignal() {
+    return new Promise((resolve) => {
+        process.once('SIGTERM', () => resolve());
+        process.once('SIGINT', () => resolve());
+    });
+}
+main().then((code) => {
+    process.exitCode = code;
+}, (err) => {
+    process.stderr.write(`gatehouse: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exitCode = 1;
+});
+//# sourceMappingURL=cli.js.map

@@ -1,0 +1,94 @@
+import { Type } from '@sinclair/typebox';
+import { DURATION_PATTERN, formatDuration, parseDuration } from './duration.js';
+/**
+ * The one description of gatehouse's configuration: TypeBox yields both the
+ * `Config` type and the runtime validation (with defaults) from this schema.
+ * `errorMessage` is the sentence an operator reads after the key's path.
+ */
+const duration = (defaultValue) => Type.Transform(Type.Union([Type.Integer({ minimum: 0 }), Type.String({ pattern: DURATION_PATTERN })], {
+    default: defaultValue,
+    errorMessage: 'must be a duration: seconds, or a number with a unit such as 90s, 30m, 24h, 7d',
+}))
+    .Decode(parseDuration)
+    .Encode(formatDuration);
+const text = (defaultValue) => Type.String({ minLength: 1, errorMessage: 'must be a non-empty string', ...(defaultValue === undefined ? {} : { default: defaultValue }) });
+const oneOf = (values, defaultValue) => Type.Union(values.map((value) => Type.Literal(value)), { default: defaultValue, errorMessage: `must be one of: ${values.join(', ')}` });
+const port = (defaultValue) => Type.Integer({ minimum: 0, maximum: 65535, default: defaultValue, errorMessage: 'must be a port number (0 to 65535)' });
+const section = (properties) => Type.Object(properties, { additionalProperties: false, default: {} });
+export const ConfigSchema = Type.Object({
+    server: section({
+        host: text('0.0.0.0'),
+        port: port(8080),
+        publicUrl: text('https://app.example.com'),
+        trustProxy: Type.Boolean({ default: false, errorMessage: 'must be true or false' }),
+        shutdownGrace: duration('10s'),
+        /** Largest request head (request line and headers) in bytes; larger heads get 431. */
+        maxHeaderSize: Type.Integer({ minimum: 1024, default: 16384, errorMessage: 'must be a number of bytes, at least 1024' }),
+    }),
+    admin: section({
+        host: text('127.0.0.1'),
+        port: port(9091),
+    }),
+    provider: section({
+        issuer: Type.Optional(text()),
+        authorizationEndpoint: Type.Optional(text()),
+        tokenEndpoint: Type.Optional(text()),
+        userinfoEndpoint: Type.Optional(text()),
+        revocationEndpoint: Type.Optional(text()),
+        endSessionEndpoint: Type.Optional(text()),
+        clientId: text('gatehouse'),
+        clientSecret: Type.Optional(text()),
+        clientAuthMethod: oneOf(['client_secret_post', 'client_secret_basic', 'none', 'private_key_jwt'], 'client_secret_post'),
+        /** PEM (PKCS#8) private key for `private_key_jwt`. */
+        privateKey: Type.Optional(text()),
+        /** `kid` of `privateKey` as registered at the authorization server. */
+        privateKeyId: Type.Optional(text()),
+        scopes: Type.Array(Type.String({ pattern: '^[\\x21\\x23-\\x5B\\x5D-\\x7E]+$', errorMessage: 'must be a scope token (no spaces or quotes)' }), {
+            default: ['openid', 'profile', 'email', 'offline_access'],
+            errorMessage: 'must be a list of scopes',
+        }),
+        userIdClaim: text('sub'),
+        /** Where the end-session endpoint sends the browser after logout; default `publicUrl` + `/`. */
+        postLogoutRedirectUri: Type.Optional(text()),
+        /** Seconds to wait for the authorization server on each request. */
+        timeout: duration('10s'),
+    }),
+    upstream: text('http://127.0.0.1:3000'),
+    session: section({
+        cookieName: Type.String({
+            pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$",
+            default: 'session_id',
+            errorMessage: 'must be a cookie name (letters, digits and !#$%&\'*+-.^_`|~)',
+        }),
+        cookieSecure: Type.Union([Type.Literal('auto'), Type.Boolean()], { default: 'auto', errorMessage: 'must be auto, true or false' }),
+        cookieSameSite: oneOf(['lax', 'strict', 'none'], 'lax'),
+        cookieMaxAge: duration('24h'),
+        ttl: duration('24h'),
+        store: text('sqlite://./data/gatehouse.sqlite'),
+        cacheSize: Type.Integer({ minimum: 1, default: 10000, errorMessage: 'must be a positive whole number' }),
+        encryptionKeys: Type.Array(text(), {
+            minItems: 1,
+            default: ['${GATEHOUSE_SESSION_KEY}'],
+            errorMessage: 'must be a list of at least one base64 key',
+        }),
+    }),
+    tokens: section({
+        refreshSkew: duration('30s'),
+        defaultLifetime: duration('5m'),
+    }),
+    paths: section({
+        login: text('/login'),
+        callback: text('/callback'),
+        logout: text('/logout'),
+        session: text('/session'),
+    }),
+    csrf: section({
+        /** Origins besides publicUrl's that may send unsafe requests (an SPA served elsewhere). */
+        allowedOrigins: Type.Array(Type.String(), { default: [] }),
+        /** When set, unsafe requests must carry this header (e.g. X-Requested-With). */
+        requiredHeader: Type.Optional(text()),
+    }),
+}, { additionalProperties: false });
+/** Paths of secret values, shown as `[redacted]` by `gatehouse check`. */
+export const SECRET_KEYS = ['provider.clientSecret', 'provider.privateKey', 'session.encryptionKeys'];
+//# sourceMappingURL=schema.js.map

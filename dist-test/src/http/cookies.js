@@ -1,0 +1,63 @@
+import { cookieIsSecure } from '../config/checks.js';
+import { PENDING_LOGIN_TTL_MS } from '../oauth/pending-login.js';
+/**
+ * The gateway's two cookies and their attributes, computed once from config.
+ * The session cookie holds only the random session id; the login cookie
+ * holds the sealed pending logins.
+ */
+export class GatewayCookies {
+    sessionName;
+    loginName;
+    #session;
+    #login;
+    #cleared;
+    #loginCleared;
+    constructor(config) {
+        const secure = cookieIsSecure(config);
+        const maxAge = config.session.cookieMaxAge;
+        this.sessionName = config.session.cookieName;
+        // Keeps the session cookie's prefix: a __Host- login cookie is also host-only, Secure and Path=/.
+        this.loginName = `${config.session.cookieName}_login`;
+        this.#session = { httpOnly: true, path: '/', secure, sameSite: config.session.cookieSameSite, ...(maxAge > 0 ? { maxAge } : {}) };
+        // Lax whatever the session cookie says: the callback arrives as a top-level
+        // navigation from the AS's site, which Strict would not carry (RFC 6265bis §5.6.7.1).
+        this.#login = { httpOnly: true, path: '/', secure, sameSite: 'lax', maxAge: PENDING_LOGIN_TTL_MS / 1000 };
+        this.#cleared = { ...this.#session, maxAge: 0, expires: new Date(0) };
+        this.#loginCleared = { ...this.#login, maxAge: 0, expires: new Date(0) };
+    }
+    setSession(reply, sessionId) {
+        reply.setCookie(this.sessionName, sessionId, this.#session);
+    }
+    clearSession(reply) {
+        reply.setCookie(this.sessionName, '', this.#cleared);
+    }
+    /** Sets the login cookie, or deletes it when no pending login remains. */
+    setLogin(reply, value) {
+        if (value === undefined)
+            reply.setCookie(this.loginName, '', this.#loginCleared);
+        else
+            reply.setCookie(this.loginName, value, this.#login);
+    }
+    /** A Cookie header without the gateway's own cookies (SPEC §5), or undefined when nothing remains. */
+    stripOwn(header) {
+        const kept = header
+            .split(';')
+            .map((pair) => pair.trim())
+            .filter((pair) => pair.length > 0 && !this.isOwn(cookieName(pair)));
+        return kept.length > 0 ? kept.join('; ') : undefined;
+    }
+    /** Upstream Set-Cookie values minus any that would overwrite a gateway cookie (SPEC §5). */
+    filterSetCookie(values) {
+        const list = Array.isArray(values) ? values : [values];
+        return list.filter((value) => !this.isOwn(cookieName(value)));
+    }
+    isOwn(name) {
+        return name === this.sessionName || name === this.loginName;
+    }
+}
+/** The name in `name=value…` (the whole text when it has no `=`). */
+function cookieName(pair) {
+    const end = pair.indexOf('=');
+    return (end < 0 ? pair : pair.slice(0, end)).trim();
+}
+//# sourceMappingURL=cookies.js.map

@@ -1,0 +1,69 @@
+import fp from 'fastify-plugin';
+import { errorSlug, gatehouseError, isGatehouseError } from '../errors.js';
+import { isNavigation } from '../http/request-kind.js';
+import { PAGE_SECURITY_POLICY, messagePage } from '../http/pages.js';
+/** Bodies fixed by SPEC §4 and §6: exactly `{"error": ...}`. */
+const BARE_BODIES = new Set(['GH_ERR_SESSION_REQUIRED', 'GH_ERR_STORE_UNAVAILABLE']);
+const TITLES = {
+    GH_ERR_SESSION_REQUIRED: 'Sign in required',
+    GH_ERR_CALLBACK_STATE: 'Sign-in did not complete',
+    GH_ERR_CALLBACK_DENIED: 'Sign-in did not complete',
+    GH_ERR_CALLBACK_REJECTED: 'Sign-in did not complete',
+    GH_ERR_CALLBACK_IDENTITY: 'Sign-in did not complete',
+    GH_ERR_PROVIDER_UNAVAILABLE: 'Please try again shortly',
+    GH_ERR_STORE_UNAVAILABLE: 'Please try again shortly',
+};
+/**
+ * Replaces Fastify's error and not-found handlers. Every error becomes a
+ * registry error: below 500 its own sentence, at 500 and above a generic one
+ * with the full error only in the log (never echoed). Navigations get an HTML
+ * page, API calls JSON. A 401 clears a session cookie the browser sent.
+ */
+export const errorsPlugin = fp(async (fastify) => {
+    fastify.setErrorHandler((error, request, reply) => {
+        const known = toGatehouseError(error);
+        if (known.statusCode >= 500)
+            request.log.error({ err: error, code: known.code }, 'request failed');
+        else
+            request.log.info({ code: known.code, status: known.statusCode }, 'request refused');
+        return sendError(request, reply, known);
+    });
+    fastify.setNotFoundHandler((request, reply) => sendError(request, reply, gatehouseError('GH_ERR_METHOD_NOT_ALLOWED')));
+}, { name: 'gatehouse-errors', fastify: '5.x', dependencies: ['gatehouse-context'] });
+function toGatehouseError(error) {
+    if (isGatehouseError(error))
+        return error;
+    const status = error.statusCode ?? 500;
+    if (status === 431)
+        return Object.assign(gatehouseError('GH_ERR_REQUEST_INVALID', { cause: error, detail: 'headers too large' }), { statusCode: 431 });
+    if (error instanceof URIError)
+        return gatehouseError('GH_ERR_REQUEST_INVALID', { cause: error, detail: 'invalid percent-encoding in the URL' });
+    if (status >= 400 && status < 500) {
+        return Object.assign(gatehouseError('GH_ERR_REQUEST_INVALID', { cause: error, detail: 'it cannot be processed' }), { statusCode: status });
+    }
+    return gatehouseError('GH_ERR_INTERNAL', { cause: error });
+}
+/**
+ * Answers with a registry error as HTML (navigations) or JSON (API calls),
+ * uncacheable. Also used by routes that answer an error without throwing.
+ */
+export function sendError(request, reply, error, link) {
+    const { cookies, basePath, config } = request.server.gatehouse;
+    if (error.code === 'GH_ERR_SESSION_REQUIRED' && request.cookies[cookies.sessionName] !== undefined)
+        cookies.clearSession(reply);
+    reply.code(error.statusCode).header('cache-control', 'no-store').header('x-content-type-options', 'nosniff');
+    if (isNavigation(request)) {
+        const signIn = link ?? (error.code === 'GH_ERR_SESSION_REQUIRED' ? signInLink(request, basePath, config.paths.login) : undefined);
+        return reply
+            .header('content-security-policy', PAGE_SECURITY_POLICY)
+            .type('text/html; charset=utf-8')
+            .send(messagePage(TITLES[error.code] ?? 'Request refused', error.message, signIn));
+    }
+    const slug = errorSlug(error.code);
+    return reply.type('application/json; charset=utf-8').send(BARE_BODIES.has(error.code) ? { error: slug } : { error: slug, message: error.message });
+}
+function signInLink(request, basePath, loginPath) {
+    const returnTo = request.method === 'GET' ? `${basePath}${request.url}` : `${basePath}/`;
+    return { href: `${basePath}${loginPath}?returnTo=${encodeURIComponent(returnTo)}`, text: 'Sign in' };
+}
+//# sourceMappingURL=errors.js.map

@@ -1,0 +1,87 @@
+import fp from 'fastify-plugin';
+import httpProxy from '@fastify/http-proxy';
+import { gatehouseError } from '../errors.js';
+import { createCrossSiteCheck } from '../http/csrf.js';
+import { resolveSession } from './session.js';
+/**
+ * Hop-by-hop headers (RFC 9110 §7.6.1) plus what this proxy consumes itself:
+ * never forwarded in either direction. `expect` is answered by Node already.
+ */
+const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'proxy-authorization', 'expect'];
+/**
+ * Every path that is not the gateway's own goes to `upstream` with the
+ * user's access token (SPEC §5). The preHandler is the hot path: CSRF check,
+ * one cookie, LRU lookups, a refresh only when the token is stale.
+ */
+export const proxyPlugin = fp(async (fastify) => {
+    const { config, cookies, refresher, metrics } = fastify.gatehouse;
+    const isCrossSite = createCrossSiteCheck(config);
+    const publicUrl = new URL(config.server.publicUrl);
+    const forwardedProto = publicUrl.protocol.slice(0, -1);
+    const forwardedHost = publicUrl.host;
+    const trustProxy = config.server.trustProxy;
+    fastify.decorateRequest('upstreamToken', '');
+    fastify.decorateRequest('upstreamStart', 0n);
+    async function authenticate(request) {
+        if (isCrossSite(request))
+            throw gatehouseError('GH_ERR_CSRF_REJECTED');
+        const resolved = await resolveSession(request);
+        if (!resolved)
+            throw gatehouseError('GH_ERR_SESSION_REQUIRED');
+        const tokens = await refresher.fresh(resolved.tokens, request.log);
+        request.upstreamToken = tokens.accessToken;
+        request.upstreamStart = process.hrtime.bigint();
+    }
+    function rewriteRequestHeaders(request, headers) {
+        for (const name of HOP_BY_HOP)
+            delete headers[name];
+        headers.authorization = `Bearer ${request.upstreamToken}`;
+        const cookie = headers.cookie === undefined ? undefined : cookies.stripOwn(headers.cookie);
+        if (cookie === undefined)
+            delete headers.cookie;
+        else
+            headers.cookie = cookie;
+        const priorFor = trustProxy ? headers['x-forwarded-for'] : undefined;
+        if (!trustProxy) {
+            for (const name of Object.keys(headers)) {
+                if (name.startsWith('x-forwarded-') || name === 'forwarded')
+                    delete headers[name];
+            }
+        }
+        const clientIp = request.socket.remoteAddress ?? '';
+        headers['x-forwarded-for'] = priorFor ? `${priorFor}, ${clientIp}` : clientIp;
+        headers['x-forwarded-proto'] = forwardedProto;
+        headers['x-forwarded-host'] = forwardedHost;
+        return headers;
+    }
+    function rewriteHeaders(headers, request) {
+        metrics.upstreamDuration.observe(Number(process.hrtime.bigint() - request.upstreamStart) / 1e9);
+        for (const name of HOP_BY_HOP)
+            delete headers[name];
+        const setCookie = headers['set-cookie'];
+        if (setCookie !== undefined)
+            headers['set-cookie'] = cookies.filterSetCookie(setCookie);
+        return headers;
+    }
+    function onError(reply, { error }) {
+        reply.request.log.warn({ failure: { type: error.name, code: error.code } }, 'upstream failed');
+        reply.send(gatehouseError('GH_ERR_UPSTREAM_UNAVAILABLE', { cause: error }));
+    }
+    await fastify.register(httpProxy, {
+        upstream: config.upstream,
+        prefix: '/',
+        config: { routeClass: 'proxy' },
+        preHandler: authenticate,
+        disableRequestLogging: true,
+        // Only the configured upstream ever receives a token: nothing in a request chooses the host (SPEC §5).
+        undici: {
+            connections: 128,
+            pipelining: 1,
+            keepAliveTimeout: 60_000,
+            // @fastify/reply-from turns certificate checks off unless told: an https upstream must prove who it is.
+            tls: { rejectUnauthorized: true },
+        },
+        replyOptions: { rewriteRequestHeaders, rewriteHeaders, onError },
+    });
+}, { name: 'gatehouse-proxy', fastify: '5.x', dependencies: ['gatehouse-context', 'gatehouse-errors'] });
+//# sourceMappingURL=proxy.js.map

@@ -1,0 +1,131 @@
+import { createHash } from 'node:crypto';
+import * as oidc from 'openid-client';
+import { gatehouseError } from '../errors.js';
+import { findByState, PENDING_LOGIN_TTL_MS } from '../oauth/pending-login.js';
+import { describeFailure, isGrantRejected } from '../oauth/provider.js';
+import { identify } from '../oauth/identify.js';
+import { readTokenResponse } from '../oauth/token-set.js';
+import { continuePage, PAGE_SECURITY_POLICY } from '../http/pages.js';
+import { hashSessionId, newSessionId } from '../session/seal.js';
+import { sendError } from '../plugins/errors.js';
+/** A user's sessions beyond this many (oldest first) are ended at the next login. */
+const MAX_SESSIONS_PER_USER = 50;
+const SINGLE_VALUED = ['code', 'state', 'error', 'iss', 'error_description', 'session_state'];
+/**
+ * GET /callback: the authorization server's answer. The state must belong to
+ * a pending login of this browser and is accepted once (on every replica,
+ * through the store); then code exchange with the PKCE verifier, ID token
+ * validation (nonce, and `iss` per RFC 9207 when advertised) by openid-client,
+ * a new session, and the browser is sent to its returnTo.
+ */
+export async function callbackRoute(fastify) {
+    const { config, provider, pendingLogins, cookies, store, metrics, redirectUri, basePath } = fastify.gatehouse;
+    const ttlMs = config.session.ttl * 1000;
+    const expectIdToken = provider.isOpenIdProvider && config.provider.scopes.includes('openid');
+    const loginHref = `${basePath}${config.paths.login}`;
+    fastify.get(config.paths.callback, { config: { routeClass: 'callback' } }, async (request, reply) => {
+        reply.header('cache-control', 'no-store').header('referrer-policy', 'no-referrer');
+        const query = request.query;
+        if (SINGLE_VALUED.some((name) => Array.isArray(query[name]))) {
+            throw gatehouseError('GH_ERR_REQUEST_INVALID', { detail: 'a callback parameter was given more than once' });
+        }
+        const pendingAll = pendingLogins.read(request.cookies[cookies.loginName]);
+        const pending = typeof query.state === 'string' ? findByState(pendingAll, query.state) : undefined;
+        if (pending)
+            cookies.setLogin(reply, pendingLogins.write(pendingAll.filter((entry) => entry !== pending)));
+        if (query.error !== undefined) {
+            metrics.logins.inc({ result: 'denied' });
+            request.log.info({ error: String(query.error).slice(0, 64) }, 'sign-in not completed at the authorization server');
+            const retry = pending ? `${loginHref}?returnTo=${encodeURIComponent(pending.returnTo)}` : loginHref;
+            const reason = query.error === 'access_denied' ? 'sign-in was cancelled.' : 'the authorization server could not complete it.';
+            return sendError(request, reply, gatehouseError('GH_ERR_CALLBACK_DENIED', { detail: reason }), { href: retry, text: 'Try signing in again' });
+        }
+        if (!pending || typeof query.code !== 'string' || !(await claimState(pending.state))) {
+            metrics.logins.inc({ result: 'invalid_state' });
+            return sendError(request, reply, gatehouseError('GH_ERR_CALLBACK_STATE'), { href: loginHref, text: 'Sign in again' });
+        }
+        const response = await exchangeCode(request, pending);
+        const identity = await identifyUser(request, response);
+        const issued = readTokenResponse(response.tokens, response.sentAt, config.tokens.defaultLifetime);
+        const sessionId = newSessionId();
+        const hash = hashSessionId(sessionId);
+        const now = Date.now();
+        const expiresAt = now + ttlMs;
+        await store.withLock(`user:${identity.userId}`, async () => {
+            const existing = await store.getTokens(identity.userId, true);
+            const sessions = liveSessions(existing?.sessions ?? {}, now);
+            const evicted = Object.keys(sessions).slice(0, Math.max(0, Object.keys(sessions).length - MAX_SESSIONS_PER_USER + 1));
+            for (const old of evicted)
+                delete sessions[old];
+            // A new login replaces the user's token record; the user's other sessions share the new tokens (SPEC §6).
+            await store.saveTokens({ userId: identity.userId, ...issued, claims: identity.claims, sessions: { ...sessions, [hash]: expiresAt } }, now);
+            await store.saveSession(hash, { userId: identity.userId, expiresAt }, now);
+            await Promise.all(evicted.map((old) => store.deleteSession(old)));
+        });
+        metrics.logins.inc({ result: 'ok' });
+        request.log.info({ userId: identity.userId }, 'session created');
+        cookies.setSession(reply, sessionId);
+        return finish(reply, pending.returnTo);
+    });
+    async function claimState(state) {
+        const key = `state:${createHash('sha256').update(state).digest('base64url')}`;
+        return store.claimOnce(key, PENDING_LOGIN_TTL_MS);
+    }
+    async function exchangeCode(request, pending) {
+        const configuration = provider.configuration;
+        const currentUrl = new URL(redirectUri);
+        currentUrl.search = request.url.slice(request.url.indexOf('?'));
+        const sentAt = Date.now();
+        try {
+            const tokens = await oidc.authorizationCodeGrant(configuration, currentUrl, {
+                pkceCodeVerifier: pending.codeVerifier,
+                expectedState: pending.state,
+                expectedNonce: pending.nonce,
+                idTokenExpected: expectIdToken,
+            });
+            return { tokens, sentAt };
+        }
+        catch (err) {
+            throw loginFailure(request, err, 'code exchange failed');
+        }
+    }
+    async function identifyUser(request, response) {
+        let identity;
+        try {
+            identity = await identify(provider, response.tokens, config.provider.userIdClaim);
+        }
+        catch (err) {
+            throw loginFailure(request, err, 'userinfo failed');
+        }
+        if (!identity) {
+            metrics.logins.inc({ result: 'no_user_id' });
+            request.log.warn({ userIdClaim: config.provider.userIdClaim }, 'sign-in response names no user id');
+            throw gatehouseError('GH_ERR_CALLBACK_IDENTITY');
+        }
+        return identity;
+    }
+    function loginFailure(request, err, event) {
+        const failure = describeFailure(err);
+        const transient = failure.status === undefined ? failure.type === 'TypeError' || failure.type === 'TimeoutError' || failure.type === 'AbortError' : !isGrantRejected(err);
+        metrics.logins.inc({ result: transient ? 'provider_unavailable' : 'rejected' });
+        request.log.warn({ failure }, event);
+        return gatehouseError(transient ? 'GH_ERR_PROVIDER_UNAVAILABLE' : 'GH_ERR_CALLBACK_REJECTED', { cause: err });
+    }
+    /**
+     * Lax and None cookies travel on a redirect; a Strict one does not when the
+     * navigation began on the AS's site, so a page of ours navigates onward.
+     */
+    function finish(reply, returnTo) {
+        if (config.session.cookieSameSite !== 'strict')
+            return reply.redirect(returnTo, 302);
+        return reply
+            .header('content-security-policy', PAGE_SECURITY_POLICY)
+            .header('x-content-type-options', 'nosniff')
+            .type('text/html; charset=utf-8')
+            .send(continuePage(returnTo));
+    }
+}
+function liveSessions(sessions, now) {
+    return Object.fromEntries(Object.entries(sessions).filter(([, expiresAt]) => expiresAt > now));
+}
+//# sourceMappingURL=callback.js.map

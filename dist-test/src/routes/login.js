@@ -1,0 +1,38 @@
+import * as oidc from 'openid-client';
+import { safeReturnTo } from '../oauth/return-to.js';
+/**
+ * GET /login: starts the authorization code flow with state, PKCE S256 and,
+ * for OpenID scopes, a nonce (RFC 9700 §2.1.1), and binds it to this
+ * browser through the sealed login cookie.
+ */
+export async function loginRoute(fastify) {
+    const { config, provider, pendingLogins, cookies, redirectUri, basePath } = fastify.gatehouse;
+    const scope = config.provider.scopes.join(' ');
+    const wantsNonce = config.provider.scopes.includes('openid');
+    const defaultReturnTo = `${basePath}/`;
+    fastify.get(config.paths.login, { config: { routeClass: 'login' } }, async (request, reply) => {
+        const configuration = provider.configuration;
+        const requested = safeReturnTo(request.query.returnTo);
+        const pending = {
+            state: oidc.randomState(),
+            codeVerifier: oidc.randomPKCECodeVerifier(),
+            nonce: wantsNonce ? oidc.randomNonce() : undefined,
+            returnTo: requested === '/' ? defaultReturnTo : requested,
+            createdAt: Date.now(),
+        };
+        const parameters = {
+            redirect_uri: redirectUri,
+            scope,
+            state: pending.state,
+            code_challenge: await oidc.calculatePKCECodeChallenge(pending.codeVerifier),
+            code_challenge_method: 'S256',
+        };
+        if (pending.nonce !== undefined)
+            parameters.nonce = pending.nonce;
+        const authorizationUrl = oidc.buildAuthorizationUrl(configuration, parameters);
+        const earlier = pendingLogins.read(request.cookies[cookies.loginName]);
+        cookies.setLogin(reply, pendingLogins.write([...earlier, pending]));
+        return reply.header('cache-control', 'no-store').redirect(authorizationUrl.href, 302);
+    });
+}
+//# sourceMappingURL=login.js.map

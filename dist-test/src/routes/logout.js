@@ -1,0 +1,69 @@
+import * as oidc from 'openid-client';
+import { gatehouseError } from '../errors.js';
+import { createCrossSiteCheck } from '../http/csrf.js';
+import { describeFailure } from '../oauth/provider.js';
+import { resolveSession } from '../plugins/session.js';
+/**
+ * GET or POST /logout: ends this browser's session, revokes the refresh token
+ * (RFC 7009) once no other session of the user remains, and sends the browser
+ * to the AS's end-session endpoint (OpenID RP-Initiated Logout) or to `/`.
+ * An unknown session still gets its cookie cleared and the redirect.
+ */
+export async function logoutRoute(fastify) {
+    const { config, provider, store, cookies, basePath } = fastify.gatehouse;
+    const isCrossSite = createCrossSiteCheck(config);
+    const postLogoutRedirectUri = config.provider.postLogoutRedirectUri ?? `${config.server.publicUrl.replace(/\/$/, '')}/`;
+    fastify.route({
+        method: ['GET', 'POST'],
+        url: config.paths.logout,
+        config: { routeClass: 'logout' },
+        handler: async (request, reply) => {
+            if (isCrossSite(request))
+                throw gatehouseError('GH_ERR_CSRF_REJECTED');
+            const resolved = await resolveSession(request);
+            const idToken = resolved ? await endSession(request, resolved) : undefined;
+            cookies.clearSession(reply);
+            reply.header('cache-control', 'no-store');
+            const endSessionEndpoint = provider.ready ? provider.configuration.serverMetadata().end_session_endpoint : undefined;
+            if (endSessionEndpoint === undefined)
+                return reply.redirect(`${basePath}/`, 302);
+            const parameters = { post_logout_redirect_uri: postLogoutRedirectUri, client_id: config.provider.clientId };
+            if (idToken !== undefined)
+                parameters.id_token_hint = idToken;
+            return reply.redirect(oidc.buildEndSessionUrl(provider.configuration, parameters).href, 302);
+        },
+    });
+    /** Removes the session from its user's record; the last one out revokes and deletes the record. Returns the ID token for the hint. */
+    async function endSession(request, resolved) {
+        const { userId } = resolved.session;
+        return store.withLock(`user:${userId}`, async () => {
+            await store.deleteSession(resolved.hash);
+            const record = await store.getTokens(userId, true);
+            if (!record)
+                return undefined;
+            const { [resolved.hash]: _ended, ...others } = record.sessions;
+            const now = Date.now();
+            if (Object.values(others).some((expiresAt) => expiresAt > now)) {
+                await store.saveTokens({ ...record, sessions: others });
+            }
+            else {
+                await store.deleteTokens(userId);
+                if (record.refreshToken !== undefined)
+                    await revoke(request, record.refreshToken);
+            }
+            request.log.info({ userId }, 'session ended');
+            return record.idToken;
+        });
+    }
+    async function revoke(request, refreshToken) {
+        if (!provider.ready || provider.configuration.serverMetadata().revocation_endpoint === undefined)
+            return;
+        try {
+            await oidc.tokenRevocation(provider.configuration, refreshToken, { token_type_hint: 'refresh_token' });
+        }
+        catch (err) {
+            request.log.warn({ failure: describeFailure(err) }, 'refresh token revocation failed');
+        }
+    }
+}
+//# sourceMappingURL=logout.js.map

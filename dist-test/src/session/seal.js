@@ -1,0 +1,73 @@
+import { createCipheriv, createDecipheriv, createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+const VERSION = 'v1';
+const KEY_ID_BYTES = 4;
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
+/**
+ * AES-256-GCM sealing with a key list: the first key seals, every key
+ * unseals, so keys rotate without logging anyone out. Each sealed value
+ * names its key by a 4-byte fingerprint, so the list may be reordered.
+ */
+export class Sealer {
+    #keys;
+    /** @param base64Keys validated 32-byte keys, encryption key first */
+    constructor(base64Keys) {
+        this.#keys = base64Keys.map((key) => {
+            const secret = Buffer.from(key, 'base64');
+            return { id: createHash('sha256').update(secret).digest().subarray(0, KEY_ID_BYTES), secret };
+        });
+    }
+    /**
+     * Encrypts `plaintext`, authenticating `context` with it so a value sealed
+     * for one purpose (or one user) cannot be replayed as another.
+     * @example sealer.seal(JSON.stringify(record), `tokens:${userId}`)
+     */
+    seal(plaintext, context) {
+        const key = this.#keys[0];
+        const iv = randomBytes(IV_BYTES);
+        const cipher = createCipheriv('aes-256-gcm', key.secret, iv).setAAD(Buffer.from(context));
+        const body = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
+        return `${VERSION}.${Buffer.concat([key.id, iv, cipher.getAuthTag(), body]).toString('base64url')}`;
+    }
+    /** Decrypts a sealed value, or returns undefined when it is malformed, forged or sealed under an unknown key. */
+    unseal(sealed, context) {
+        if (!sealed.startsWith(`${VERSION}.`))
+            return undefined;
+        const raw = Buffer.from(sealed.slice(VERSION.length + 1), 'base64url');
+        if (raw.length < KEY_ID_BYTES + IV_BYTES + TAG_BYTES)
+            return undefined;
+        const keyId = raw.subarray(0, KEY_ID_BYTES);
+        const key = this.#keys.find((candidate) => timingSafeEqual(candidate.id, keyId));
+        if (!key)
+            return undefined;
+        const iv = raw.subarray(KEY_ID_BYTES, KEY_ID_BYTES + IV_BYTES);
+        const tag = raw.subarray(KEY_ID_BYTES + IV_BYTES, KEY_ID_BYTES + IV_BYTES + TAG_BYTES);
+        try {
+            const decipher = createDecipheriv('aes-256-gcm', key.secret, iv).setAAD(Buffer.from(context)).setAuthTag(tag);
+            return Buffer.concat([decipher.update(raw.subarray(KEY_ID_BYTES + IV_BYTES + TAG_BYTES)), decipher.final()]).toString('utf8');
+        }
+        catch {
+            return undefined;
+        }
+    }
+    /** Whether a sealed value was sealed with a key other than the current first one (due for re-encryption). */
+    isStale(sealed) {
+        const raw = Buffer.from(sealed.slice(VERSION.length + 1, VERSION.length + 1 + 8), 'base64url');
+        return !raw.subarray(0, KEY_ID_BYTES).equals(this.#keys[0].id);
+    }
+}
+const SESSION_ID_BYTES = 32;
+const SESSION_ID_PATTERN = /^[A-Za-z0-9_-]{43}$/;
+/** A new session id: 256 random bits, base64url. */
+export function newSessionId() {
+    return randomBytes(SESSION_ID_BYTES).toString('base64url');
+}
+/** Whether a cookie value has the shape of a session id (anything else is unknown without a store lookup). */
+export function isSessionIdShaped(value) {
+    return SESSION_ID_PATTERN.test(value);
+}
+/** The only form in which a session id is stored or cached: SHA-256, base64url. */
+export function hashSessionId(sessionId) {
+    return createHash('sha256').update(sessionId).digest('base64url');
+}
+//# sourceMappingURL=seal.js.map

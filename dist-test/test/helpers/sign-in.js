@@ -1,0 +1,100 @@
+import { CookieJar } from './cookie-jar.js';
+const MAX_HOPS = 10;
+/**
+ * Signs a user in through a gateway and the demo authorization server, as a
+ * browser would but without one: `/login`, the AS login form, `/callback`.
+ * Throws when the callback sets no session cookie.
+ *
+ * @example
+ * const { cookie } = await signIn(gateway.url, { user: 'alice', returnTo: '/api/me' });
+ * const me = await fetch(`${gateway.url}/api/me`, { headers: { cookie } });
+ */
+export async function signIn(gatewayUrl, opts = {}) {
+    const jar = new CookieJar();
+    const { loginCookies, authorizationUrl } = await startLogin(gatewayUrl, opts);
+    jar.store(gatewayUrl, loginCookies);
+    const callbackUrl = await approveAtAuthorizationServer(authorizationUrl, opts.user ?? 'alice');
+    const callback = await jar.fetch(callbackUrl);
+    await callback.arrayBuffer();
+    const cookieName = opts.cookieName ?? 'session_id';
+    const session = jar.get(gatewayUrl, cookieName);
+    if (session === undefined) {
+        throw new Error(`callback answered ${callback.status} without a ${cookieName} cookie`);
+    }
+    return {
+        cookie: `${cookieName}=${session}`,
+        setCookie: callback.headers.getSetCookie(),
+        location: callback.headers.get('location') ?? '',
+        callbackStatus: callback.status,
+    };
+}
+/**
+ * Starts a login at the gateway: `GET /login` without following the redirect.
+ *
+ * @example
+ * const { loginCookies, authorizationUrl } = await startLogin(gateway.url, { returnTo: '/private' });
+ * assert.equal(authorizationUrl.searchParams.get('code_challenge_method'), 'S256');
+ */
+export async function startLogin(gatewayUrl, opts = {}) {
+    const loginUrl = new URL('/login', gatewayUrl);
+    if (opts.returnTo !== undefined)
+        loginUrl.searchParams.set('returnTo', opts.returnTo);
+    const response = await fetch(loginUrl, { redirect: 'manual' });
+    await response.arrayBuffer();
+    const location = response.headers.get('location');
+    if (!isRedirect(response) || location === null) {
+        throw new Error(`GET /login answered ${response.status} without a redirect`);
+    }
+    return { loginCookies: response.headers.getSetCookie(), authorizationUrl: new URL(location, loginUrl) };
+}
+/**
+ * Drives the authorization server from the authorization URL to the client's
+ * redirect_uri with a cookie jar of its own: follows its redirects and submits
+ * its login form (devInteractions: fields `login` and `password`, any password).
+ * Returns the redirect_uri URL the AS sent the browser to (with `code`, `state`
+ * and `iss`, or `error`) without following it.
+ *
+ * @example
+ * const callbackUrl = await approveAtAuthorizationServer(authorizationUrl, 'bob');
+ * assert.ok(callbackUrl.searchParams.get('code'));
+ */
+export async function approveAtAuthorizationServer(authorizationUrl, user) {
+    const redirectUri = authorizationUrl.searchParams.get('redirect_uri');
+    if (redirectUri === null)
+        throw new Error('the authorization URL has no redirect_uri');
+    const jar = new CookieJar();
+    let url = authorizationUrl;
+    let response = await jar.fetch(url);
+    for (let hop = 0; hop < MAX_HOPS; hop += 1) {
+        const body = await response.text();
+        if (isRedirect(response)) {
+            url = new URL(response.headers.get('location') ?? '', url);
+            if (isAt(url, redirectUri))
+                return url;
+            response = await jar.fetch(url);
+        }
+        else {
+            url = loginFormAction(body, url, response.status);
+            response = await jar.fetch(url, {
+                method: 'POST',
+                body: new URLSearchParams({ prompt: 'login', login: user, password: 'any' }),
+            });
+        }
+    }
+    throw new Error(`the authorization server did not redirect to ${redirectUri} within ${MAX_HOPS} steps`);
+}
+function loginFormAction(html, pageUrl, status) {
+    const action = /<form\b[^>]*\baction="([^"]+)"/.exec(html)?.[1];
+    if (status !== 200 || action === undefined || !html.includes('name="login"')) {
+        throw new Error(`expected the login form at ${pageUrl.href}, got ${status}: ${html.slice(0, 500)}`);
+    }
+    return new URL(action.replaceAll('&amp;', '&'), pageUrl);
+}
+function isRedirect(response) {
+    return response.status >= 300 && response.status < 400;
+}
+function isAt(url, redirectUri) {
+    const expected = new URL(redirectUri);
+    return url.origin === expected.origin && url.pathname === expected.pathname;
+}
+//# sourceMappingURL=sign-in.js.map

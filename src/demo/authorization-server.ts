@@ -1,0 +1,266 @@
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+import Provider, {
+  type Account,
+  type ClientMetadata,
+  type Configuration,
+  type ErrorOut,
+  type Grant,
+  type JWK,
+  type KoaContextWithOIDC,
+} from 'oidc-provider';
+
+/** A client registered at the demo authorization server. */
+export interface DemoClient {
+  clientId: string;
+  clientSecret?: string;
+  redirectUris: string[];
+  postLogoutRedirectUris?: string[];
+  /** Defaults to `client_secret_basic` when there is a secret, else `none`. */
+  authMethod?: 'client_secret_post' | 'client_secret_basic' | 'none';
+}
+
+/** Options of {@link startAuthorizationServer}. */
+export interface AuthorizationServerOptions {
+  /** Default `127.0.0.1`. */
+  host?: string;
+  /** Default 0 (ephemeral). */
+  port?: number;
+  /**
+   * Default `http://host:port` once listening. Give it to put a proxy in front:
+   * it must be an origin (no path), and every URL the server builds (discovery,
+   * login form) then uses it, whatever Host header the proxy forwards.
+   */
+  issuer?: string;
+  clients: DemoClient[];
+  /** Seconds, default 60. */
+  accessTokenTtl?: number;
+  /** Seconds, default one day. */
+  refreshTokenTtl?: number;
+  /** Default true: a used refresh token is consumed; reusing it fails with `invalid_grant` and revokes the grant. */
+  rotateRefreshTokens?: boolean;
+  /** Default true: every code exchange issues a refresh token, even without `offline_access`; false: none ever. */
+  issueRefreshTokens?: boolean;
+}
+
+/** Successful token endpoint grants by type, and failed refreshes. */
+export interface GrantCounters {
+  authorizationCode: number;
+  refreshToken: number;
+  refreshTokenErrors: number;
+}
+
+/** A running demo authorization server. */
+export interface AuthorizationServer {
+  /** The issuer. */
+  url: string;
+  /** Where it actually listens (`http://127.0.0.1:PORT`). */
+  listenUrl: string;
+  provider: Provider;
+  /** Credentials of a resource-server client allowed to introspect every token. */
+  introspection: { clientId: string; clientSecret: string };
+  /** Live counters, updated as grants happen. */
+  grants: GrantCounters;
+  /** Closes the listener and every open connection. */
+  close(): Promise<void>;
+}
+
+const DEMO_SCOPES = ['openid', 'profile', 'email', 'offline_access'];
+const INTROSPECTION_CLIENT_ID = 'demo-resource-server';
+const ONE_DAY = 24 * 60 * 60;
+
+/**
+ * Starts a real oidc-provider authorization server on loopback for the demo and
+ * the tests: development login form (any login, any password; the login is the
+ * `sub`), no consent step, PKCE S256 required, opaque access tokens,
+ * introspection, revocation and RP-initiated logout.
+ *
+ * @example
+ * const as = await startAuthorizationServer({
+ *   clients: [{ clientId: 'gatehouse', clientSecret: 's3cret', redirectUris: ['http://127.0.0.1:8080/callback'] }],
+ *   accessTokenTtl: 2,
+ * });
+ * // ... discover `as.url`, sign in, refresh ...
+ * await as.close();
+ */
+export async function startAuthorizationServer(opts: AuthorizationServerOptions): Promise<AuthorizationServer> {
+  const introspection = { clientId: INTROSPECTION_CLIENT_ID, clientSecret: randomBytes(24).toString('base64url') };
+  if (opts.clients.some((client) => client.clientId === introspection.clientId)) {
+    throw new Error(`client id ${introspection.clientId} is reserved for the introspection client`);
+  }
+  const server = createServer();
+  const listenUrl = await listen(server, opts.host ?? '127.0.0.1', opts.port ?? 0);
+  const issuer = opts.issuer ?? listenUrl;
+  try {
+    const provider = new Provider(issuer, buildConfiguration(opts, introspection));
+    if (opts.issuer !== undefined) pinOriginToIssuer(provider, issuer);
+    const grants = countGrants(provider);
+    server.on('request', provider.callback());
+    return { url: issuer, listenUrl, provider, introspection, grants, close: () => closeServer(server) };
+  } catch (err) {
+    await closeServer(server);
+    throw err;
+  }
+}
+
+function buildConfiguration(
+  opts: AuthorizationServerOptions,
+  introspection: { clientId: string; clientSecret: string },
+): Configuration {
+  const refreshTokenTtl = opts.refreshTokenTtl ?? ONE_DAY;
+  const issueRefreshTokens = opts.issueRefreshTokens ?? true;
+  return {
+    clients: [...opts.clients.map(clientMetadata), resourceServerMetadata(introspection)],
+    jwks: { keys: [generateSigningKey()] },
+    cookies: { keys: [randomBytes(32).toString('base64url')] },
+    scopes: DEMO_SCOPES,
+    claims: { openid: ['sub'], profile: ['name'], email: ['email', 'email_verified'] },
+    // Put profile and email claims in the ID token too, so a client needs no userinfo call to show who signed in.
+    conformIdTokenClaims: false,
+    responseTypes: ['code'],
+    pkce: { required: () => true },
+    findAccount,
+    renderError,
+    loadExistingGrant: grantDemoScopes,
+    issueRefreshToken: (_ctx, client) => issueRefreshTokens && client.grantTypeAllowed('refresh_token'),
+    rotateRefreshToken: opts.rotateRefreshTokens ?? true,
+    features: {
+      devInteractions: { enabled: true },
+      introspection: {
+        enabled: true,
+        // The resource server may introspect any token; any other client only its own (RFC 7662 §4).
+        allowedPolicy: (_ctx, client, token) =>
+          client.clientId === introspection.clientId || token.clientId === client.clientId,
+      },
+      revocation: { enabled: true, allowedPolicy: (_ctx, client, token) => token.clientId === client.clientId },
+      rpInitiatedLogout: { enabled: true },
+    },
+    ttl: {
+      AccessToken: opts.accessTokenTtl ?? 60,
+      RefreshToken: refreshTokenTtl,
+      IdToken: 60 * 60,
+      Interaction: 10 * 60,
+      Session: refreshTokenTtl,
+      Grant: refreshTokenTtl,
+    },
+  };
+}
+
+function clientMetadata(client: DemoClient): ClientMetadata {
+  return {
+    client_id: client.clientId,
+    client_secret: client.clientSecret,
+    redirect_uris: client.redirectUris,
+    post_logout_redirect_uris: client.postLogoutRedirectUris ?? [],
+    token_endpoint_auth_method: client.authMethod ?? (client.clientSecret === undefined ? 'none' : 'client_secret_basic'),
+    grant_types: ['authorization_code', 'refresh_token'],
+    response_types: ['code'],
+  };
+}
+
+/** A client that only calls the introspection endpoint: no redirect, no grant. */
+function resourceServerMetadata(credentials: { clientId: string; clientSecret: string }): ClientMetadata {
+  return {
+    client_id: credentials.clientId,
+    client_secret: credentials.clientSecret,
+    token_endpoint_auth_method: 'client_secret_basic',
+    redirect_uris: [],
+    response_types: [],
+    grant_types: [],
+  };
+}
+
+function generateSigningKey(): JWK {
+  const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  return { ...privateKey.export({ format: 'jwk' }), kid: randomBytes(8).toString('hex'), alg: 'RS256', use: 'sig' };
+}
+
+function findAccount(_ctx: KoaContextWithOIDC, sub: string): Account {
+  return {
+    accountId: sub,
+    claims: () => ({
+      sub,
+      name: sub.charAt(0).toUpperCase() + sub.slice(1),
+      email: `${sub}@example.com`,
+      email_verified: true,
+    }),
+  };
+}
+
+/** A plain error page, so that a test failing at the AS reads the error in the first bytes of the body. */
+function renderError(ctx: KoaContextWithOIDC, out: ErrorOut): void {
+  ctx.type = 'html';
+  ctx.body = `<!doctype html><title>${escapeHtml(out.error)}</title><h1>${escapeHtml(out.error)}</h1><p>${escapeHtml(out.error_description ?? '')}</p>`;
+}
+
+function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (char) => `&#${char.charCodeAt(0)};`);
+}
+
+/**
+ * Every demo client is first-party, so the consent prompt is skipped: the
+ * grant found (or created) for this session always holds the demo scopes.
+ */
+async function grantDemoScopes(ctx: KoaContextWithOIDC): Promise<Grant | undefined> {
+  const { client, session, provider } = ctx.oidc;
+  if (client === undefined || session?.accountId === undefined) return undefined;
+  const grantId = ctx.oidc.result?.consent?.grantId ?? session.grantIdFor(client.clientId);
+  const grant =
+    (grantId === undefined ? undefined : await provider.Grant.find(grantId)) ??
+    new provider.Grant({ clientId: client.clientId, accountId: session.accountId });
+  grant.addOIDCScope(DEMO_SCOPES);
+  await grant.save();
+  return grant;
+}
+
+/**
+ * oidc-provider builds its URLs from the request's Host; behind a proxy that
+ * rewrites Host they would bypass the proxy, so they are built from the issuer.
+ */
+function pinOriginToIssuer(provider: Provider, issuer: string): void {
+  const { host, pathname, protocol } = new URL(issuer);
+  if (pathname !== '/') throw new Error(`issuer must be an origin without a path: ${issuer}`);
+  if (protocol === 'https:') provider.proxy = true;
+  provider.use((ctx, next) => {
+    ctx.req.headers.host = host;
+    if (protocol === 'https:') ctx.req.headers['x-forwarded-proto'] = 'https';
+    return next();
+  });
+}
+
+function countGrants(provider: Provider): GrantCounters {
+  const grants: GrantCounters = { authorizationCode: 0, refreshToken: 0, refreshTokenErrors: 0 };
+  provider.on('grant.success', (ctx) => {
+    const grantType = ctx.oidc.params?.grant_type;
+    if (grantType === 'authorization_code') grants.authorizationCode += 1;
+    else if (grantType === 'refresh_token') grants.refreshToken += 1;
+  });
+  provider.on('grant.error', (ctx) => {
+    if (ctx.oidc.params?.grant_type === 'refresh_token') grants.refreshTokenErrors += 1;
+  });
+  return grants;
+}
+
+async function listen(server: Server, host: string, port: number): Promise<string> {
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const address = server.address() as AddressInfo;
+  const hostname = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  return `http://${hostname}:${address.port}`;
+}
+
+function closeServer(server: Server): Promise<void> {
+  if (!server.listening) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    server.close((err) => (err ? reject(err) : resolve()));
+    // Keep-alive sockets would hold close() open until they time out.
+    server.closeAllConnections();
+  });
+}

@@ -1,0 +1,31 @@
+import pino, { type DestinationStream, type Logger } from 'pino';
+import type { FastifyRequest } from 'fastify';
+
+/**
+ * JSON logs without secrets. Requests are logged by path only: a query
+ * string may carry an authorization code or state, and headers carry cookies
+ * and tokens, so neither is ever serialized. Redaction is a second guard
+ * with explicit paths (wildcards cost on every line).
+ */
+export function createLogger(level: string, destination?: DestinationStream): Logger {
+  return pino(
+    {
+      level,
+      base: undefined,
+      redact: {
+        paths: ['req.headers.authorization', 'req.headers.cookie', 'res.headers["set-cookie"]', 'accessToken', 'refreshToken', 'idToken'],
+        censor: '[redacted]',
+      },
+      serializers: {
+        req: serializeRequest,
+        err: pino.stdSerializers.err,
+      },
+    },
+    destination,
+  );
+}
+
+function serializeRequest(request: FastifyRequest): Record<string, unknown> {
+  const query = request.url.indexOf('?');
+  return { method: request.method, path: query < 0 ? request.url : request.url.slice(0, query) };
+}

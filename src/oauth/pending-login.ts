@@ -1,0 +1,60 @@
+import { timingSafeEqual } from 'node:crypto';
+import type { Sealer } from '../session/seal.js';
+
+/** A sign-in started by this browser and not yet completed. */
+export interface PendingLogin {
+  state: string;
+  codeVerifier: string;
+  nonce?: string;
+  returnTo: string;
+  /** ms since the epoch */
+  createdAt: number;
+}
+
+/** How long a pending login stays valid (SPEC §4: within 10 minutes). */
+export const PENDING_LOGIN_TTL_MS = 10 * 60 * 1000;
+/** Sign-ins one browser may have in flight at once (several tabs); older ones are dropped. */
+const MAX_PENDING = 4;
+const SEAL_CONTEXT = 'pending-login';
+
+/**
+ * The pending logins of one browser live in its login cookie, sealed with
+ * AES-256-GCM: nothing is stored server-side before the callback, so
+ * flooding /login cannot grow memory or the store, and a login started on
+ * one replica completes on any other.
+ */
+export class PendingLogins {
+  readonly #sealer: Sealer;
+
+  constructor(sealer: Sealer) {
+    this.#sealer = sealer;
+  }
+
+  /** The live pending logins in a login cookie value (none when absent, forged or expired). */
+  read(cookie: string | undefined, now = Date.now()): PendingLogin[] {
+    if (cookie === undefined) return [];
+    const plaintext = this.#sealer.unseal(cookie, SEAL_CONTEXT);
+    if (plaintext === undefined) return [];
+    try {
+      const entries = JSON.parse(plaintext) as PendingLogin[];
+      return entries.filter((entry) => now - entry.createdAt < PENDING_LOGIN_TTL_MS && entry.createdAt <= now);
+    } catch {
+      return [];
+    }
+  }
+
+  /** The cookie value for `entries` (newest kept), or undefined when none remain. */
+  write(entries: PendingLogin[]): string | undefined {
+    if (entries.length === 0) return undefined;
+    return this.#sealer.seal(JSON.stringify(entries.slice(-MAX_PENDING)), SEAL_CONTEXT);
+  }
+}
+
+/** Finds the entry whose state equals `state`, comparing in constant time. */
+export function findByState(entries: PendingLogin[], state: string): PendingLogin | undefined {
+  const wanted = Buffer.from(state);
+  return entries.find((entry) => {
+    const candidate = Buffer.from(entry.state);
+    return candidate.length === wanted.length && timingSafeEqual(candidate, wanted);
+  });
+}

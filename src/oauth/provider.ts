@@ -1,0 +1,144 @@
+import { createPrivateKey, webcrypto } from 'node:crypto';
+import * as oidc from 'openid-client';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Config } from '../config/schema.js';
+import { isLoopbackHost } from '../config/loopback.js';
+import { gatehouseError } from '../errors.js';
+
+/** How often discovery is retried while the authorization server does not answer (SPEC §2: at least every 5 s). */
+const DISCOVERY_RETRY_MS = 2000;
+
+/**
+ * The openid-client Configuration for the authorization server: discovered
+ * from `provider.issuer`, or built from explicit endpoints for a plain OAuth
+ * 2.0 server. While discovery has not succeeded, `configuration` throws
+ * GH_ERR_PROVIDER_UNAVAILABLE (503) and discovery is retried in the background.
+ */
+export class Provider {
+  readonly #settings: Config['provider'];
+  readonly #log: FastifyBaseLogger;
+  #configuration: oidc.Configuration | undefined;
+  #retry: NodeJS.Timeout | undefined;
+  #closed = false;
+
+  constructor(settings: Config['provider'], log: FastifyBaseLogger) {
+    this.#settings = settings;
+    this.#log = log;
+  }
+
+  /** Whether the server's metadata is loaded (readiness). */
+  get ready(): boolean {
+    return this.#configuration !== undefined;
+  }
+
+  /** Whether the server is an OpenID Connect provider found by discovery (ID tokens are validated and used). */
+  get isOpenIdProvider(): boolean {
+    return this.#settings.issuer !== undefined;
+  }
+
+  /** The loaded configuration, or GH_ERR_PROVIDER_UNAVAILABLE. */
+  get configuration(): oidc.Configuration {
+    if (!this.#configuration) throw gatehouseError('GH_ERR_PROVIDER_UNAVAILABLE');
+    return this.#configuration;
+  }
+
+  /** Loads the metadata once; on failure keeps retrying in the background and resolves anyway. */
+  async start(): Promise<void> {
+    try {
+      this.#configuration = await this.#load();
+      this.#log.info({ issuer: this.#settings.issuer ?? this.#settings.tokenEndpoint }, 'provider metadata loaded');
+    } catch (err) {
+      this.#log.warn({ err: describeFailure(err), retryInMs: DISCOVERY_RETRY_MS }, 'provider discovery failed');
+      if (!this.#closed) this.#retry = setTimeout(() => void this.start(), DISCOVERY_RETRY_MS).unref();
+    }
+  }
+
+  close(): void {
+    this.#closed = true;
+    clearTimeout(this.#retry);
+  }
+
+  async #load(): Promise<oidc.Configuration> {
+    const settings = this.#settings;
+    const clientAuth = await clientAuthentication(settings);
+    const insecure = usesLoopbackHttp(settings);
+    if (settings.issuer !== undefined) {
+      return oidc.discovery(new URL(settings.issuer), settings.clientId, undefined, clientAuth, {
+        timeout: settings.timeout,
+        execute: insecure ? [oidc.allowInsecureRequests] : [],
+      });
+    }
+    const configuration = new oidc.Configuration(
+      {
+        // RFC 8414 requires an issuer; a plain OAuth 2.0 server has none, so its token endpoint's origin stands in.
+        issuer: new URL(settings.tokenEndpoint!).origin,
+        authorization_endpoint: settings.authorizationEndpoint,
+        token_endpoint: settings.tokenEndpoint,
+        userinfo_endpoint: settings.userinfoEndpoint,
+        revocation_endpoint: settings.revocationEndpoint,
+        end_session_endpoint: settings.endSessionEndpoint,
+      },
+      settings.clientId,
+      undefined,
+      clientAuth,
+    );
+    configuration.timeout = settings.timeout;
+    if (insecure) oidc.allowInsecureRequests(configuration);
+    return configuration;
+  }
+}
+
+/** The client authentication method of `provider.clientAuthMethod`. */
+async function clientAuthentication(settings: Config['provider']): Promise<oidc.ClientAuth> {
+  switch (settings.clientAuthMethod) {
+    case 'client_secret_basic':
+      return oidc.ClientSecretBasic(settings.clientSecret);
+    case 'none':
+      return oidc.None();
+    case 'private_key_jwt':
+      return oidc.PrivateKeyJwt({ key: await importPrivateKey(settings.privateKey!), kid: settings.privateKeyId });
+    default:
+      return oidc.ClientSecretPost(settings.clientSecret);
+  }
+}
+
+async function importPrivateKey(pem: string): Promise<webcrypto.CryptoKey> {
+  const jwk = createPrivateKey(pem).export({ format: 'jwk' });
+  const algorithm = jwk.kty === 'EC' ? { name: 'ECDSA', namedCurve: jwk.crv! } : { name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256' };
+  return webcrypto.subtle.importKey('jwk', jwk, algorithm, false, ['sign']);
+}
+
+/** openid-client refuses plain http unless told; config validation already limited http to loopback hosts. */
+function usesLoopbackHttp(settings: Config['provider']): boolean {
+  const urls = [settings.issuer, settings.authorizationEndpoint, settings.tokenEndpoint, settings.userinfoEndpoint, settings.revocationEndpoint];
+  return urls.some((url) => url !== undefined && url.startsWith('http:') && isLoopbackHost(new URL(url).hostname));
+}
+
+/**
+ * A log-safe description of an error from openid-client: its class, code,
+ * OAuth error and HTTP status, never its message's free text or the request
+ * it carries (which may hold codes or tokens).
+ */
+export function describeFailure(err: unknown): Record<string, unknown> {
+  if (!(err instanceof Error)) return { type: typeof err };
+  const fields = err as Error & { code?: unknown; error?: unknown; status?: unknown; cause?: unknown };
+  const status = typeof fields.status === 'number' ? fields.status : fields.cause instanceof Response ? fields.cause.status : undefined;
+  return {
+    type: err.name,
+    code: typeof fields.code === 'string' ? fields.code : undefined,
+    error: typeof fields.error === 'string' ? fields.error : undefined,
+    status,
+    cause: fields.cause instanceof Error && !(fields.cause instanceof Response) ? fields.cause.name : undefined,
+  };
+}
+
+/**
+ * Sorts a failed token-endpoint call (SPEC §4): a definite answer from the
+ * AS (4xx except 408 and 429, OAuth error or not) means the grant is dead;
+ * anything else (network, timeout, 5xx, 408, 429, an unusable 200) is
+ * transient and must keep the session.
+ */
+export function isGrantRejected(err: unknown): boolean {
+  const { status } = describeFailure(err) as { status?: number };
+  return status !== undefined && status >= 400 && status < 500 && status !== 408 && status !== 429;
+}

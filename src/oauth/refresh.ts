@@ -1,0 +1,116 @@
+import * as oidc from 'openid-client';
+import type { FastifyBaseLogger } from 'fastify';
+import type { Provider } from './provider.js';
+import { describeFailure, isGrantRejected } from './provider.js';
+import { needsRefresh, readTokenResponse } from './token-set.js';
+import type { SessionStore, TokenRecord } from '../session/store.js';
+import type { Metrics } from '../metrics.js';
+import { gatehouseError } from '../errors.js';
+
+export interface RefresherOptions {
+  provider: Provider;
+  store: SessionStore;
+  metrics: Metrics;
+  refreshSkewMs: number;
+  defaultLifetime: number;
+}
+
+/**
+ * Keeps access tokens fresh with one refresh per user at a time: the first
+ * request that finds the token stale refreshes; concurrent ones await the
+ * same promise. Under the user's lock it re-reads the record and re-checks
+ * before calling the AS, so a refresh that just finished is reused, never
+ * repeated: with refresh-token rotation a second use of the old refresh
+ * token could revoke the whole grant (RFC 9700 §4.14.2).
+ */
+export class TokenRefresher {
+  readonly #options: RefresherOptions;
+  readonly #inFlight = new Map<string, Promise<TokenRecord>>();
+
+  constructor(options: RefresherOptions) {
+    this.#options = options;
+  }
+
+  /**
+   * The record itself when its access token is fresh; otherwise the refreshed
+   * record. Throws GH_ERR_SESSION_REQUIRED when the grant is dead (every
+   * session of the user is ended) and GH_ERR_PROVIDER_UNAVAILABLE when the AS
+   * cannot answer (everything kept).
+   */
+  async fresh(record: TokenRecord, log: FastifyBaseLogger, now = Date.now()): Promise<TokenRecord> {
+    if (!needsRefresh(record, this.#options.refreshSkewMs, now)) return record;
+    const running = this.#inFlight.get(record.userId);
+    if (running) {
+      this.#options.metrics.refreshes.inc({ result: 'joined' });
+      return running;
+    }
+    const refresh = this.#refreshUnderLock(record.userId, log).finally(() => this.#inFlight.delete(record.userId));
+    this.#inFlight.set(record.userId, refresh);
+    return refresh;
+  }
+
+  async #refreshUnderLock(userId: string, log: FastifyBaseLogger): Promise<TokenRecord> {
+    const { store, metrics } = this.#options;
+    return store.withLock(`user:${userId}`, async () => {
+      const current = await store.getTokens(userId, true);
+      if (!current) throw gatehouseError('GH_ERR_SESSION_REQUIRED');
+      if (!needsRefresh(current, this.#options.refreshSkewMs, Date.now())) {
+        metrics.refreshes.inc({ result: 'joined' });
+        return current;
+      }
+      if (current.refreshToken === undefined) {
+        log.info({ userId }, 'access token expired without a refresh token');
+        await endAllSessions(store, current);
+        throw gatehouseError('GH_ERR_SESSION_REQUIRED');
+      }
+      return this.#refresh(current, log);
+    });
+  }
+
+  async #refresh(current: TokenRecord, log: FastifyBaseLogger): Promise<TokenRecord> {
+    const { provider, store, metrics } = this.#options;
+    const sentAt = Date.now();
+    let response: Awaited<ReturnType<typeof oidc.refreshTokenGrant>>;
+    try {
+      // No `scope` parameter: the granted scope stays, and some servers reject a repeated one.
+      response = await oidc.refreshTokenGrant(provider.configuration, current.refreshToken!);
+    } catch (err) {
+      metrics.refreshes.inc({ result: 'failed' });
+      if (isGrantRejected(err)) {
+        log.info({ userId: current.userId, failure: describeFailure(err) }, 'refresh rejected');
+        await endAllSessions(store, current);
+        throw gatehouseError('GH_ERR_SESSION_REQUIRED', { cause: err });
+      }
+      log.warn({ userId: current.userId, failure: describeFailure(err) }, 'refresh failed');
+      throw gatehouseError('GH_ERR_PROVIDER_UNAVAILABLE', { cause: err });
+    }
+    let issued;
+    try {
+      issued = readTokenResponse(response, sentAt, this.#options.defaultLifetime);
+    } catch (err) {
+      metrics.refreshes.inc({ result: 'failed' });
+      log.warn({ userId: current.userId, failure: describeFailure(err) }, 'refresh response unusable');
+      throw gatehouseError('GH_ERR_PROVIDER_UNAVAILABLE', { cause: err });
+    }
+    const claims = provider.isOpenIdProvider && issued.idToken ? { ...(response.claims() ?? {}) } : current.claims;
+    const refreshed: TokenRecord = {
+      ...current,
+      accessToken: issued.accessToken,
+      refreshToken: issued.refreshToken ?? current.refreshToken,
+      idToken: issued.idToken ?? current.idToken,
+      expiresAt: issued.expiresAt,
+      lifetime: issued.lifetime,
+      claims,
+    };
+    await store.saveTokens(refreshed);
+    metrics.refreshes.inc({ result: 'ok' });
+    log.info({ userId: current.userId, rotated: issued.refreshToken !== undefined }, 'token refreshed');
+    return refreshed;
+  }
+}
+
+/** Deletes the user's token record and every session that shares it (SPEC §4, rejected refresh). */
+export async function endAllSessions(store: SessionStore, record: TokenRecord): Promise<void> {
+  await Promise.all(Object.keys(record.sessions).map((hash) => store.deleteSession(hash)));
+  await store.deleteTokens(record.userId);
+}

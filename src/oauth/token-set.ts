@@ -1,0 +1,41 @@
+import type { TokenEndpointResponse } from 'openid-client';
+import type { TokenRecord } from '../session/store.js';
+
+/** The parts of a token response the gateway keeps, with expiry resolved (SPEC §3 `tokens`). */
+export interface IssuedTokens {
+  accessToken: string;
+  refreshToken?: string;
+  idToken?: string;
+  expiresAt: number;
+  lifetime: number;
+}
+
+/**
+ * Reads a token response. Expiry is counted from when the request was sent
+ * (`sentAt`), so network time shortens the token's life rather than extending
+ * it; without `expires_in` the configured default lifetime applies. The access
+ * token stays opaque: it is never parsed.
+ * @throws Error when the token type is not Bearer (compared case-insensitively, RFC 6749 §5.1).
+ */
+export function readTokenResponse(response: TokenEndpointResponse, sentAt: number, defaultLifetime: number): IssuedTokens {
+  if (response.token_type.toLowerCase() !== 'bearer') {
+    throw new TypeError(`token_type ${response.token_type} is not supported: the gateway sends Bearer tokens only`);
+  }
+  const lifetime = typeof response.expires_in === 'number' && response.expires_in > 0 ? response.expires_in : defaultLifetime;
+  return {
+    accessToken: response.access_token,
+    refreshToken: response.refresh_token,
+    idToken: response.id_token,
+    expiresAt: sentAt + lifetime * 1000,
+    lifetime,
+  };
+}
+
+/**
+ * Whether an access token must be refreshed before use: expired, or within the
+ * skew, the skew being at most half the token's lifetime (SPEC §3).
+ */
+export function needsRefresh(record: TokenRecord, refreshSkewMs: number, now: number): boolean {
+  const skew = Math.min(refreshSkewMs, (record.lifetime * 1000) / 2);
+  return now >= record.expiresAt - skew;
+}

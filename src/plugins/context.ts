@@ -1,0 +1,43 @@
+import fp from 'fastify-plugin';
+import type { Config } from '../config/schema.js';
+import type { Provider } from '../oauth/provider.js';
+import type { TokenRefresher } from '../oauth/refresh.js';
+import type { PendingLogins } from '../oauth/pending-login.js';
+import type { SessionStore } from '../session/store.js';
+import type { GatewayCookies } from '../http/cookies.js';
+import type { Metrics, RouteClass } from '../metrics.js';
+
+/** Everything the routes and plugins share, built once by buildApp. */
+export interface GatewayContext {
+  config: Config;
+  provider: Provider;
+  store: SessionStore;
+  refresher: TokenRefresher;
+  pendingLogins: PendingLogins;
+  cookies: GatewayCookies;
+  metrics: Metrics;
+  /** publicUrl + paths.callback: the redirect_uri registered at the AS. */
+  redirectUri: string;
+  /** Path of publicUrl without a trailing slash ('' at the root): prefix of links the browser follows. */
+  basePath: string;
+  /** Readiness goes false first on SIGTERM. */
+  shuttingDown: boolean;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    gatehouse: GatewayContext;
+  }
+  interface FastifyContextConfig {
+    /** Which `gatehouse_http_requests_total` route label a route counts under. */
+    routeClass?: RouteClass;
+  }
+}
+
+/** Decorates the instance with the shared GatewayContext. */
+export const contextPlugin = fp<{ context: GatewayContext }>(
+  async (fastify, { context }) => {
+    fastify.decorate('gatehouse', context);
+  },
+  { name: 'gatehouse-context', fastify: '5.x' },
+);

@@ -1,0 +1,69 @@
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import type { Config } from './config/schema.js';
+import { buildGateway, type Gateway } from './app.js';
+
+/** A gateway whose listeners are open. */
+export interface RunningGateway extends Gateway {
+  /** `http://HOST:PORT` of the public listener. */
+  address: string;
+  adminAddress: string;
+  /**
+   * Graceful stop (SPEC §2): readiness goes false, the listeners stop
+   * accepting, in-flight requests get up to `server.shutdownGrace` to finish,
+   * then the store closes.
+   */
+  shutdown(): Promise<void>;
+}
+
+/**
+ * Builds the gateway and opens its two listeners, each logging one
+ * `{"msg":"listening","address":...}` line.
+ * @example const gateway = await startGateway(config, { logger, cwd: process.cwd() });
+ */
+export async function startGateway(config: Config, options: { logger: Logger; cwd: string }): Promise<RunningGateway> {
+  const gateway = await buildGateway(config, options);
+  const address = await listen(gateway.app, config.server.host, config.server.port, 'listening');
+  const adminAddress = await listen(gateway.admin, config.admin.host, config.admin.port, 'admin listening');
+  let stopping: Promise<void> | undefined;
+  return {
+    ...gateway,
+    address,
+    adminAddress,
+    shutdown() {
+      stopping ??= shutdown(gateway, config.server.shutdownGrace * 1000, options.logger);
+      return stopping;
+    },
+  };
+}
+
+async function listen(app: FastifyInstance, host: string, port: number, message: string): Promise<string> {
+  let logged = false;
+  const address = await app.listen({
+    host,
+    port,
+    // Fastify logs one line per interface; the contract is one line carrying the address.
+    listenTextResolver: (listening) => {
+      if (logged) return `${message} also at ${listening}`;
+      logged = true;
+      return { msg: message, address: listening } as unknown as string;
+    },
+  });
+  return address;
+}
+
+async function shutdown(gateway: Gateway, graceMs: number, logger: Logger): Promise<void> {
+  gateway.context.shuttingDown = true;
+  logger.info({ graceMs }, 'shutting down');
+  const server = gateway.app.server;
+  const grace = setTimeout(() => {
+    logger.warn('shutdown grace period over: closing remaining connections');
+    server.closeAllConnections();
+  }, graceMs);
+  try {
+    await gateway.close();
+  } finally {
+    clearTimeout(grace);
+  }
+  logger.info('stopped');
+}
