@@ -1,0 +1,152 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { loadConfig } from '../../src/config/load.js';
+import { createLogger } from '../../src/logger.js';
+import { startGateway, type RunningGateway } from '../../src/server.js';
+import { startAuthorizationServer, type AuthorizationServer } from '../../src/demo/authorization-server.js';
+import { startUpstream, type Upstream } from '../../src/demo/upstream.js';
+import { SwitchableProxy } from './switchable-proxy.js';
+
+export const CLIENT_ID = 'gatehouse-test';
+
+export interface HarnessOptions {
+  /** Seconds the AS gives access tokens (default 60). */
+  accessTokenTtl?: number;
+  rotateRefreshTokens?: boolean;
+  issueRefreshTokens?: boolean;
+  authMethod?: 'client_secret_post' | 'client_secret_basic' | 'none';
+  /** Extra config, merged section by section over the harness's own. */
+  config?: Record<string, unknown>;
+  /** Session store URL; default a fresh sqlite file in a temp dir. */
+  store?: string;
+}
+
+/** A real AS (behind a switchable proxy), a real upstream and a gateway, all on loopback. */
+export interface Harness {
+  gateway: RunningGateway;
+  /** Public URL of the gateway. */
+  url: string;
+  as: AuthorizationServer;
+  asProxy: SwitchableProxy;
+  upstream: Upstream;
+  clientSecret: string;
+  /** Every log line the gateway wrote, parsed. */
+  logs: Array<Record<string, unknown>>;
+  /** The raw log text, for scanning for secrets. */
+  logText(): string;
+  /** A directory removed by close(). */
+  dir: string;
+  /** The config document the gateway was started with (before defaults). */
+  document: Record<string, Record<string, unknown> | string>;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the whole cast for one test file. The AS's issuer is the proxy's
+ * URL, so `harness.asProxy.mode = 'down'` cuts the gateway off from the AS.
+ * The gateway listens on an ephemeral port; publicUrl is learned from a port
+ * reserved first.
+ */
+export async function startHarness(options: HarnessOptions = {}): Promise<Harness> {
+  const dir = mkdtempSync(join(tmpdir(), 'gatehouse-test-'));
+  const asProxy = await SwitchableProxy.start();
+  const port = await freePort();
+  const publicUrl = `http://127.0.0.1:${port}`;
+  const clientSecret = randomBytes(16).toString('base64url');
+  const as = await startAuthorizationServer({
+    issuer: asProxy.url,
+    clients: [
+      {
+        clientId: CLIENT_ID,
+        clientSecret: options.authMethod === 'none' ? undefined : clientSecret,
+        authMethod: options.authMethod ?? 'client_secret_post',
+        redirectUris: [`${publicUrl}/callback`],
+        postLogoutRedirectUris: [`${publicUrl}/`],
+      },
+    ],
+    accessTokenTtl: options.accessTokenTtl ?? 60,
+    rotateRefreshTokens: options.rotateRefreshTokens,
+    issueRefreshTokens: options.issueRefreshTokens,
+  });
+  asProxy.target = as.listenUrl;
+  const upstream = await startUpstream({
+    introspectionEndpoint: `${as.listenUrl}/token/introspection`,
+    clientId: as.introspection.clientId,
+    clientSecret: as.introspection.clientSecret,
+  });
+  const base: Record<string, Record<string, unknown> | string> = {
+    server: { host: '127.0.0.1', port, publicUrl, shutdownGrace: 1 },
+    admin: { host: '127.0.0.1', port: 0 },
+    provider: {
+      issuer: as.url,
+      clientId: CLIENT_ID,
+      clientAuthMethod: options.authMethod ?? 'client_secret_post',
+      ...(options.authMethod === 'none' ? {} : { clientSecret }),
+    },
+    upstream: upstream.url,
+    session: { store: options.store ?? `sqlite://${join(dir, 'sessions.sqlite')}`, encryptionKeys: [randomBytes(32).toString('base64')] },
+  };
+  const document = mergeSections(base, options.config ?? {});
+  const lines: string[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      lines.push(...chunk.toString('utf8').split('\n').filter(Boolean));
+      done();
+    },
+  });
+  const logger = createLogger('debug', sink);
+  const gateway = await startGateway(loadConfig(document, {}), { logger, cwd: dir });
+  return {
+    gateway,
+    url: publicUrl,
+    as,
+    asProxy,
+    upstream,
+    clientSecret,
+    get logs() {
+      return lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+    },
+    logText: () => lines.join('\n'),
+    dir,
+    document,
+    async close() {
+      await gateway.shutdown();
+      await upstream.close();
+      await as.close();
+      await asProxy.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Merges config sections one level deep (a section given replaces keys, not the whole section). */
+export function mergeSections(
+  base: Record<string, Record<string, unknown> | string>,
+  extra: Record<string, unknown>,
+): Record<string, Record<string, unknown> | string> {
+  const merged = { ...base };
+  for (const [section, value] of Object.entries(extra)) {
+    const current = merged[section];
+    merged[section] =
+      typeof value === 'object' && value !== null && !Array.isArray(value) && typeof current === 'object'
+        ? { ...current, ...(value as Record<string, unknown>) }
+        : (value as string);
+  }
+  return merged;
+}
+
+/** A port that was free a moment ago (for a publicUrl that must be known before listening). */
+export async function freePort(): Promise<number> {
+  const { createServer } = await import('node:net');
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}

@@ -1,0 +1,70 @@
+import { createServer, request as httpRequest, type Server } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+
+/** What the proxy in front of the AS does with each request. */
+export type ProxyMode = 'up' | 'down' | 'error503' | 'error400' | 'error429' | 'html400';
+
+/**
+ * A loopback HTTP proxy put in front of the authorization server so a test
+ * can simulate an outage (`down` resets connections), a 5xx, or odd 4xx
+ * answers, then recover, without restarting the AS.
+ */
+export class SwitchableProxy {
+  mode: ProxyMode = 'up';
+  target = '';
+  readonly #server: Server;
+  readonly #sockets = new Set<Socket>();
+
+  private constructor(server: Server) {
+    this.#server = server;
+    server.on('connection', (socket) => {
+      this.#sockets.add(socket);
+      socket.on('close', () => this.#sockets.delete(socket));
+    });
+  }
+
+  /** Listens on an ephemeral loopback port; set `target` before use. */
+  static async start(): Promise<SwitchableProxy> {
+    let proxy!: SwitchableProxy;
+    const server = createServer((req, res) => {
+      switch (proxy.mode) {
+        case 'down':
+          req.socket.destroy();
+          return;
+        case 'error503':
+          res.writeHead(503, { 'content-type': 'text/plain' }).end('unavailable');
+          return;
+        case 'error429':
+          res.writeHead(429, { 'content-type': 'application/json' }).end('{"error":"slow_down"}');
+          return;
+        case 'error400':
+          res.writeHead(400, { 'content-type': 'application/json' }).end('{"error":"invalid_request"}');
+          return;
+        case 'html400':
+          res.writeHead(400, { 'content-type': 'text/html' }).end('<h1>bad</h1>');
+          return;
+        default: {
+          const target = new URL(req.url ?? '/', proxy.target);
+          const upstream = httpRequest(target, { method: req.method, headers: req.headers }, (answer) => {
+            res.writeHead(answer.statusCode ?? 502, answer.headers);
+            answer.pipe(res);
+          });
+          upstream.on('error', () => res.destroy());
+          req.pipe(upstream);
+        }
+      }
+    });
+    proxy = new SwitchableProxy(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return proxy;
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
+  }
+
+  async close(): Promise<void> {
+    for (const socket of this.#sockets) socket.destroy();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+}
