@@ -1,0 +1,132 @@
+import t from 'tap';
+import { connect } from 'node:net';
+import { startHarness } from '../helpers/harness.js';
+import { signIn } from '../helpers/sign-in.js';
+
+/**
+ * SPEC §7: bad input of any kind gets a clear 4xx, never a 5xx or a crash,
+ * and never loses another user's session. Hundreds of generated malformed
+ * requests, sent raw over TCP so nothing in a client library cleans them up.
+ */
+
+/** Deterministic generator, so a failure can be replayed. */
+function prng(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state * 1664525 + 1013904223) >>> 0;
+    return state / 2 ** 32;
+  };
+}
+
+const random = prng(20261122);
+const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
+const bytes = (length: number, low = 0x21, high = 0x7e): string =>
+  Array.from({ length }, () => String.fromCharCode(low + Math.floor(random() * (high - low + 1)))).join('');
+
+interface RawAnswer {
+  status: number | 'closed';
+  head: string;
+}
+
+/** Sends bytes as they are and reads the status line (or notes that the connection closed without one). */
+function sendRaw(port: number, payload: Buffer | string): Promise<RawAnswer> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    let received = '';
+    const finish = () => {
+      const match = /^HTTP\/1\.[01] (\d{3})/.exec(received);
+      resolve({ status: match ? Number(match[1]) : 'closed', head: received.slice(0, received.indexOf('\r\n\r\n') + 1 || 200) });
+      socket.destroy();
+    };
+    socket.setTimeout(5000, finish);
+    socket.on('data', (chunk) => {
+      received += chunk.toString('latin1');
+      if (received.includes('\r\n\r\n')) finish();
+    });
+    socket.on('error', finish);
+    socket.on('close', finish);
+    socket.write(payload);
+  });
+}
+
+const get = (target: string, headers: string[] = []) => `GET ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\n${headers.map((h) => `${h}\r\n`).join('')}Connection: close\r\n\r\n`;
+
+function cases(validCookie: string): Array<{ name: string; payload: string | Buffer }> {
+  const list: Array<{ name: string; payload: string | Buffer }> = [];
+  const paths = ['/', '/api/me', '/login', '/callback', '/logout', '/session'];
+  // A well-formed /logout with the user's cookie is a real sign-out, not bad input.
+  const pathsWithCookie = paths.filter((path) => path !== '/logout');
+  for (let i = 0; i < 60; i += 1) {
+    list.push({ name: `garbage cookie ${i}`, payload: get(pick(paths), [`Cookie: ${pick(['session_id=', 'session_id_login=', '', 'x='])}${bytes(1 + Math.floor(random() * 300), 0x20, 0x7e).replace(/[\r\n]/g, '')}`]) });
+  }
+  for (let i = 0; i < 30; i += 1) {
+    list.push({ name: `binary cookie ${i}`, payload: Buffer.concat([Buffer.from(`GET /api/me HTTP/1.1\r\nHost: x\r\nCookie: session_id=`), Buffer.from(bytes(40, 0x80, 0xff), 'latin1'), Buffer.from('\r\nConnection: close\r\n\r\n')]) });
+  }
+  const encodings = ['%', '%zz', '%E0%A4%A', '%C0%AF', '%00', '%ff%fe', '%2e%2e%2f', '..%2f..%2f', '%u002e', '%%32%65'];
+  for (let i = 0; i < 40; i += 1) {
+    const broken = `/${pick(['', 'api/', 'login', 'callback'])}${pick(encodings)}${bytes(3)}`.replace(/ /g, '');
+    list.push({ name: `bad percent-encoding in path ${i}`, payload: get(broken, [`Cookie: ${validCookie}`]) });
+    list.push({ name: `bad percent-encoding in query ${i}`, payload: get(`${pick(paths)}?${pick(['returnTo', 'state', 'code', 'a'])}=${pick(encodings)}`) });
+  }
+  for (let i = 0; i < 30; i += 1) {
+    const name = pick(['returnTo', 'state', 'code', 'error', 'iss']);
+    const repeated = Array.from({ length: 2 + Math.floor(random() * 200) }, () => `${name}=${encodeURIComponent(bytes(8))}`).join('&');
+    list.push({ name: `repeated ${name} ${i}`, payload: get(`${pick(['/login', '/callback'])}?${repeated}`) });
+  }
+  for (let i = 0; i < 40; i += 1) {
+    const code = encodeURIComponent(bytes(1 + Math.floor(random() * 500), 0x20, 0x7e));
+    const state = encodeURIComponent(bytes(1 + Math.floor(random() * 100), 0x20, 0x7e));
+    list.push({ name: `random code and state ${i}`, payload: get(`/callback?code=${code}&state=${state}`, [`Cookie: session_id_login=${bytes(60)}`]) });
+  }
+  for (let i = 0; i < 20; i += 1) {
+    const text = encodeURIComponent(pick(['ß', '😀', 'ﬁ', 'İ', '\u202e', '\u0000', '日本語']).repeat(1 + Math.floor(random() * 50)));
+    list.push({ name: `unicode ${i}`, payload: get(`${pick(pathsWithCookie)}?returnTo=/${text}&x=${text}`, [`Cookie: ${validCookie}`]) });
+  }
+  for (let i = 0; i < 15; i += 1) {
+    list.push({ name: `oversized header ${i}`, payload: get('/api/me', [`X-Big: ${'a'.repeat(17000 + Math.floor(random() * 20000))}`]) });
+    list.push({ name: `oversized cookie ${i}`, payload: get('/api/me', [`Cookie: ${validCookie}; pad=${'b'.repeat(17000)}`]) });
+  }
+  for (let i = 0; i < 25; i += 1) {
+    list.push({ name: `unparseable bytes ${i}`, payload: Buffer.from(bytes(10 + Math.floor(random() * 400), 0x00, 0xff), 'latin1') });
+  }
+  for (const method of ['CONNECT 127.0.0.1:22', 'PROPFIND /', 'TRACE /', 'BREW /', 'DELETE /login', 'PUT /callback', 'PATCH /session']) {
+    list.push({ name: `method ${method}`, payload: `${method} HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: ${validCookie}\r\nConnection: close\r\n\r\n` });
+  }
+  for (let i = 0; i < 10; i += 1) {
+    list.push({ name: `missing pieces ${i}`, payload: pick(['GET\r\n\r\n', 'GET / HTTP/1.1\r\n\r\n', 'GET / HTTP/9.9\r\nHost: x\r\n\r\n', 'POST /api/echo HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n', 'POST /api/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\nabc', 'GET /api/me HTTP/1.1\r\nHost: x\r\nCookie\r\n\r\n']) });
+  }
+  return list;
+}
+
+t.test('hundreds of malformed requests get 4xx or a closed connection, and the signed-in user keeps working', async (t) => {
+  const h = await startHarness();
+  t.teardown(() => h.close());
+  const { cookie } = await signIn(h.url, { user: 'carol' });
+  const port = Number(new URL(h.url).port);
+  const all = cases(cookie);
+  t.ok(all.length >= 300, `${all.length} malformed requests`);
+
+  const serverErrors: string[] = [];
+  for (const { name, payload } of all) {
+    const answer = await sendRaw(port, payload);
+    if (answer.status !== 'closed' && answer.status >= 500) serverErrors.push(`${name}: ${answer.status}`);
+  }
+  t.same(serverErrors, [], 'no 5xx');
+
+  const after = await fetch(`${h.url}/api/me`, { headers: { cookie } });
+  t.equal(after.status, 200, 'the signed-in user still reaches the upstream');
+  t.match(await after.json(), { sub: 'carol' });
+});
+
+t.test('each kind of bad input gets the 4xx that says what is wrong', async (t) => {
+  const h = await startHarness();
+  t.teardown(() => h.close());
+  const port = Number(new URL(h.url).port);
+  t.equal((await sendRaw(port, get('/api/me', [`X-Big: ${'a'.repeat(20000)}`]))).status, 431, 'request head over 16 KiB: 431');
+  const connectAnswer = await sendRaw(port, 'CONNECT 127.0.0.1:22 HTTP/1.1\r\nHost: 127.0.0.1:22\r\n\r\n');
+  t.ok(connectAnswer.status === 405 || connectAnswer.status === 'closed', 'CONNECT refused');
+  const garbage = await sendRaw(port, Buffer.from([0x16, 0x03, 0x01, 0x00, 0xff, 0x01, 0x00]));
+  t.ok(garbage.status === 400 || garbage.status === 'closed', 'TLS bytes on the plain port: 400 or closed');
+  t.equal((await sendRaw(port, get('/callback?state=a&state=b&code=c'))).status, 400, 'repeated state: 400');
+  t.equal((await sendRaw(port, get('/%zz'))).status, 400, 'a path with broken percent-encoding: 400');
+});
