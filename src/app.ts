@@ -1,4 +1,5 @@
-import { createServer, type RequestListener, type Server } from 'node:http';
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type RequestListener, type Server } from 'node:http';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import cookiePlugin from '@fastify/cookie';
 import type { Logger } from 'pino';
@@ -74,6 +75,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
     loggerInstance: logger as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
     trustProxy: config.server.trustProxy,
+    genReqId: requestId,
     serverFactory: (handler) => createPublicServer(handler as RequestListener, config.server.maxHeaderSize),
   });
   await app.register(contextPlugin, { context });
@@ -106,6 +108,14 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
       await store.close();
     },
   };
+}
+
+const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** The client's X-Request-Id when it is a sane token, else a new UUID; it is logged and sent upstream. */
+function requestId(request: IncomingMessage): string {
+  const given = request.headers['x-request-id'];
+  return typeof given === 'string' && CLIENT_REQUEST_ID.test(given) ? given : randomUUID();
 }
 
 /**

@@ -83,9 +83,31 @@ export class Provider {
       clientAuth,
     );
     configuration.timeout = settings.timeout;
+    configuration[oidc.customFetch] = withoutIdToken(settings.tokenEndpoint!);
     if (insecure) oidc.allowInsecureRequests(configuration);
     return configuration;
   }
+}
+
+/**
+ * Without an issuer there is nothing to validate an ID token against, and
+ * SPEC §3 says one is then neither validated nor used: it is removed from
+ * token responses before openid-client would try to validate it.
+ */
+function withoutIdToken(tokenEndpoint: string): oidc.CustomFetch {
+  return async (url, options) => {
+    const response = await fetch(url, options as RequestInit);
+    if (url !== tokenEndpoint) return response;
+    const text = await response.text();
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      return new Response(text, response);
+    }
+    if (typeof body === 'object' && body !== null && 'id_token' in body) delete (body as { id_token?: unknown }).id_token;
+    return new Response(JSON.stringify(body), response);
+  };
 }
 
 /** The client authentication method of `provider.clientAuthMethod`. */

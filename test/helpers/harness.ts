@@ -18,8 +18,8 @@ export interface HarnessOptions {
   rotateRefreshTokens?: boolean;
   issueRefreshTokens?: boolean;
   authMethod?: 'client_secret_post' | 'client_secret_basic' | 'none';
-  /** Extra config, merged section by section over the harness's own. */
-  config?: Record<string, unknown>;
+  /** Extra config, merged section by section over the harness's own; a function receives the started AS. */
+  config?: Record<string, unknown> | ((as: AuthorizationServer) => Record<string, unknown>);
   /** Session store URL; default a fresh sqlite file in a temp dir. */
   store?: string;
 }
@@ -89,7 +89,8 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     upstream: upstream.url,
     session: { store: options.store ?? `sqlite://${join(dir, 'sessions.sqlite')}`, encryptionKeys: [randomBytes(32).toString('base64')] },
   };
-  const document = mergeSections(base, options.config ?? {});
+  const extra = typeof options.config === 'function' ? options.config(as) : (options.config ?? {});
+  const document = mergeSections(base, extra);
   const lines: string[] = [];
   const sink = new Writable({
     write(chunk: Buffer, _encoding, done) {
