@@ -2,8 +2,6 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfigFile, renderConfig } from './config/load.js';
 import { createLogger } from './logger.js';
-import { startGateway } from './server.js';
-import { demoBanner, startDemo } from './demo/demo.js';
 
 const USAGE = `Usage:
   gatehouse [--config FILE]         run the gateway (or GATEHOUSE_CONFIG=FILE)
@@ -37,6 +35,8 @@ async function main(): Promise<number> {
   const logger = createLogger(process.env.LOG_LEVEL ?? 'info');
 
   if (command === 'demo') {
+    // Loaded only here: the demo pulls in oidc-provider, which a production run never needs (and which warns on stderr).
+    const { demoBanner, startDemo } = await import('./demo/demo.js');
     const demo = await startDemo(process.env, logger);
     process.stdout.write(demoBanner(demo));
     await untilSignal();
@@ -62,11 +62,22 @@ async function main(): Promise<number> {
     return 0;
   }
 
+  // Listening for signals before start-up: a SIGTERM while discovery is still
+  // waiting for the AS then stops the gateway as soon as it is up, with exit 0.
+  const signalled = untilSignal();
+  // Imported here so that `check` and config errors answer without loading the server's dependencies.
+  const { startGateway } = await import('./server.js');
   const gateway = await startGateway(config, { logger, cwd: process.cwd() });
-  await untilSignal();
+  await signalled;
   await gateway.shutdown();
+  // Everything is closed, so the process ends by itself; should a handle
+  // outlive the shutdown all the same, SIGTERM must still end the process.
+  setTimeout(() => process.exit(0), EXIT_DEADLINE_MS).unref();
   return 0;
 }
+
+/** How long the process may linger after a completed shutdown. */
+const EXIT_DEADLINE_MS = 2000;
 
 function untilSignal(): Promise<void> {
   return new Promise((resolve) => {

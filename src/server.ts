@@ -23,8 +23,16 @@ export interface RunningGateway extends Gateway {
  */
 export async function startGateway(config: Config, options: { logger: Logger; cwd: string }): Promise<RunningGateway> {
   const gateway = await buildGateway(config, options);
-  const address = await listen(gateway.app, config.server.host, config.server.port, 'listening');
-  const adminAddress = await listen(gateway.admin, config.admin.host, config.admin.port, 'admin listening');
+  let address: string;
+  let adminAddress: string;
+  try {
+    address = await listen(gateway.app, config.server.host, config.server.port, 'listening');
+    adminAddress = await listen(gateway.admin, config.admin.host, config.admin.port, 'admin listening');
+  } catch (err) {
+    // A port in use must not leave the other listener, the store or the discovery retry keeping the process alive.
+    await gateway.close();
+    throw err;
+  }
   let stopping: Promise<void> | undefined;
   return {
     ...gateway,
@@ -52,6 +60,9 @@ async function listen(app: FastifyInstance, host: string, port: number, message:
   return address;
 }
 
+/** How often, while shutting down, connections whose last response has finished are closed. */
+const IDLE_SWEEP_MS = 100;
+
 async function shutdown(gateway: Gateway, graceMs: number, logger: Logger): Promise<void> {
   gateway.context.shuttingDown = true;
   logger.info({ graceMs }, 'shutting down');
@@ -60,10 +71,15 @@ async function shutdown(gateway: Gateway, graceMs: number, logger: Logger): Prom
     logger.warn('shutdown grace period over: closing remaining connections');
     server.closeAllConnections();
   }, graceMs);
+  // close() ends the connections idle at that moment only: a keep-alive
+  // connection whose response finishes later would stay open (Fastify keeps
+  // them 72 s) and hold the exit until the grace period is over.
+  const sweep = setInterval(() => server.closeIdleConnections(), IDLE_SWEEP_MS);
   try {
     await gateway.close();
   } finally {
     clearTimeout(grace);
+    clearInterval(sweep);
   }
   logger.info('stopped');
 }

@@ -3,110 +3,196 @@ import { isLoopbackHost } from './loopback.js';
 
 const KEY_BYTES = 32;
 const STORE_SCHEMES = ['memory:', 'sqlite:', 'redis:', 'rediss:'];
+const PROVIDER_URL_KEYS = [
+  'issuer',
+  'authorizationEndpoint',
+  'tokenEndpoint',
+  'userinfoEndpoint',
+  'revocationEndpoint',
+  'endSessionEndpoint',
+  'postLogoutRedirectUri',
+] as const;
+const PATH_PATTERN = /^\/[A-Za-z0-9._~!$&'()*+,;=:@/-]*$/;
+
+/**
+ * A check that spans several keys or needs more than a type. `reads` names
+ * the keys it depends on besides the ones it reports on: when one of them
+ * is already known to be wrong, the rule is skipped rather than report a
+ * consequence of a value the operator did not write.
+ */
+interface Rule {
+  reads: readonly string[];
+  check(config: Config): string[];
+}
+
+const SECURE_REQUIRED = '(an https publicUrl or session.cookieSecure: true)';
+
+const RULES: readonly Rule[] = [
+  {
+    reads: [],
+    check({ server }) {
+      const url = parseUrl(server.publicUrl);
+      if (!url || !['http:', 'https:'].includes(url.protocol)) {
+        return ['server.publicUrl: must be an absolute http(s) URL such as https://app.example.com'];
+      }
+      if (url.search || url.hash || url.username || url.password) return ['server.publicUrl: must not contain a query, fragment or credentials'];
+      return [];
+    },
+  },
+  {
+    reads: [],
+    check({ upstream }) {
+      const url = parseUrl(upstream);
+      return url && ['http:', 'https:'].includes(url.protocol) ? [] : ['upstream: must be an absolute http(s) URL such as http://127.0.0.1:3000'];
+    },
+  },
+  {
+    reads: [],
+    check({ provider }) {
+      const problems: string[] = [];
+      for (const key of PROVIDER_URL_KEYS) {
+        const value = provider[key];
+        if (value === undefined) continue;
+        const url = parseUrl(value);
+        if (!url || !['http:', 'https:'].includes(url.protocol)) problems.push(`provider.${key}: must be an absolute http(s) URL`);
+        // postLogoutRedirectUri is where the browser lands, not the authorization server.
+        else if (key !== 'postLogoutRedirectUri' && url.protocol !== 'https:' && !isLoopbackHost(url.hostname)) {
+          problems.push(`provider.${key}: must use https (http is allowed only on localhost, 127.0.0.0/8 and [::1])`);
+        }
+      }
+      return problems;
+    },
+  },
+  {
+    reads: ['provider.authorizationEndpoint', 'provider.tokenEndpoint'],
+    check({ provider }) {
+      if (provider.issuer !== undefined || (provider.authorizationEndpoint !== undefined && provider.tokenEndpoint !== undefined)) return [];
+      return ['provider.issuer: required (or give provider.authorizationEndpoint and provider.tokenEndpoint for a server without discovery)'];
+    },
+  },
+  {
+    reads: ['provider.issuer'],
+    check({ provider }) {
+      if (provider.issuer !== undefined || provider.userinfoEndpoint !== undefined) return [];
+      return ['provider.userinfoEndpoint: required without provider.issuer (the user is identified through userinfo)'];
+    },
+  },
+  {
+    reads: ['provider.clientAuthMethod'],
+    check({ provider: { clientAuthMethod: method, clientSecret, privateKey } }) {
+      if ((method === 'client_secret_post' || method === 'client_secret_basic') && clientSecret === undefined) {
+        return [`provider.clientSecret: required with clientAuthMethod ${method}`];
+      }
+      if (method === 'private_key_jwt' && privateKey === undefined) {
+        return ['provider.privateKey: required with clientAuthMethod private_key_jwt (a PKCS#8 PEM private key)'];
+      }
+      return [];
+    },
+  },
+  {
+    reads: [],
+    check({ session }) {
+      return session.encryptionKeys.flatMap((key, index) => {
+        const bytes = decodeKey(key);
+        return bytes === KEY_BYTES
+          ? []
+          : [
+              `session.encryptionKeys[${index}]: must be base64 of exactly ${KEY_BYTES} bytes, got ${bytes ?? 'invalid base64'} (generate one with: openssl rand -base64 32)`,
+            ];
+      });
+    },
+  },
+  {
+    reads: ['session.cookieSecure', 'server.publicUrl'],
+    check(config) {
+      const { cookieSameSite, cookieName } = config.session;
+      if (cookieIsSecure(config)) return [];
+      const problems: string[] = [];
+      // Browsers ignore a SameSite=None cookie without Secure (RFC 6265bis storage model).
+      if (cookieSameSite === 'none') problems.push(`session.cookieSameSite: none requires a Secure cookie ${SECURE_REQUIRED}`);
+      // RFC 6265bis §4.1.3: browsers refuse prefixed cookies without Secure.
+      for (const prefix of ['__Host-', '__Secure-']) {
+        if (cookieName.startsWith(prefix)) problems.push(`session.cookieName: a ${prefix} cookie must be Secure ${SECURE_REQUIRED}`);
+      }
+      return problems;
+    },
+  },
+  {
+    reads: [],
+    check({ session, tokens }) {
+      const problems: string[] = [];
+      if (!STORE_SCHEMES.includes(parseUrl(session.store)?.protocol ?? '')) {
+        problems.push('session.store: must be memory://, sqlite://PATH, redis://HOST:PORT/DB or rediss://HOST:PORT/DB');
+      }
+      if (session.ttl === 0) problems.push('session.ttl: must be greater than 0');
+      if (tokens.defaultLifetime === 0) problems.push('tokens.defaultLifetime: must be greater than 0');
+      return problems;
+    },
+  },
+  {
+    reads: [],
+    check({ paths }) {
+      return Object.entries(paths)
+        .filter(([, path]) => !PATH_PATTERN.test(path) || path === '/' || path.includes('//'))
+        .map(([name]) => `paths.${name}: must be an absolute path such as /${name}, not / itself`);
+    },
+  },
+  {
+    reads: ['paths'],
+    check({ paths }) {
+      const seen = new Map<string, string>();
+      const problems: string[] = [];
+      for (const [name, path] of Object.entries(paths)) {
+        const other = seen.get(path);
+        if (other !== undefined) problems.push(`paths.${name}: same path as paths.${other}`);
+        seen.set(path, name);
+      }
+      return problems;
+    },
+  },
+  {
+    reads: [],
+    check({ csrf }) {
+      return csrf.allowedOrigins.flatMap((origin, index) => {
+        const url = parseUrl(origin);
+        return url && url.origin === origin
+          ? []
+          : [`csrf.allowedOrigins[${index}]: must be an origin such as https://spa.example.com (scheme, host, optional port; no path)`];
+      });
+    },
+  },
+];
 
 /**
  * The checks that span several keys or need more than a type: URLs, keys,
  * cookie rules. Returns one `key: what is wrong` line per problem.
+ *
+ * @param invalidKeys keys already reported (schema or environment problems,
+ *   e.g. `server.port`, `session.encryptionKeys[1]`); `config` then holds a
+ *   stand-in default there, so no problem about them, or derived from them,
+ *   is reported again.
+ * @example checkConfig(config) // ['session.cookieSameSite: none requires a Secure cookie ...']
  */
-export function checkConfig(config: Config): string[] {
-  const problems: string[] = [];
-  const { server, provider, session, paths } = config;
-
-  const publicUrl = parseUrl(server.publicUrl);
-  if (!publicUrl || !['http:', 'https:'].includes(publicUrl.protocol)) {
-    problems.push('server.publicUrl: must be an absolute http(s) URL such as https://app.example.com');
-  } else if (publicUrl.search || publicUrl.hash || publicUrl.username || publicUrl.password) {
-    problems.push('server.publicUrl: must not contain a query, fragment or credentials');
-  }
-
-  const upstream = parseUrl(config.upstream);
-  if (!upstream || !['http:', 'https:'].includes(upstream.protocol)) {
-    problems.push('upstream: must be an absolute http(s) URL such as http://127.0.0.1:3000');
-  }
-
-  problems.push(...checkProvider(provider));
-
-  session.encryptionKeys.forEach((key, index) => {
-    const bytes = decodeKey(key);
-    if (bytes !== KEY_BYTES) {
-      problems.push(
-        `session.encryptionKeys[${index}]: must be base64 of exactly ${KEY_BYTES} bytes, got ${bytes ?? 'invalid base64'} (generate one with: openssl rand -base64 32)`,
-      );
-    }
-  });
-
-  const secure = cookieIsSecure(config);
-  if (session.cookieSameSite === 'none' && !secure) {
-    problems.push('session.cookieSameSite: none requires a Secure cookie (an https publicUrl or session.cookieSecure: true)');
-  }
-  if (session.cookieName.startsWith('__Host-') && !secure) {
-    problems.push('session.cookieName: a __Host- cookie must be Secure (an https publicUrl or session.cookieSecure: true)');
-  }
-  if (session.cookieName.startsWith('__Secure-') && !secure) {
-    problems.push('session.cookieName: a __Secure- cookie must be Secure (an https publicUrl or session.cookieSecure: true)');
-  }
-
-  if (!STORE_SCHEMES.includes(parseUrl(session.store)?.protocol ?? '')) {
-    problems.push('session.store: must be memory://, sqlite://PATH, redis://HOST:PORT/DB or rediss://HOST:PORT/DB');
-  }
-  if (session.ttl === 0) problems.push('session.ttl: must be greater than 0');
-  if (config.tokens.defaultLifetime === 0) problems.push('tokens.defaultLifetime: must be greater than 0');
-
-  const seen = new Map<string, string>();
-  for (const [name, path] of Object.entries(paths)) {
-    if (!/^\/[A-Za-z0-9._~!$&'()*+,;=:@/-]*$/.test(path) || path === '/' || path.includes('//')) {
-      problems.push(`paths.${name}: must be an absolute path such as /${name}, not / itself`);
-    } else if (seen.has(path)) {
-      problems.push(`paths.${name}: same path as paths.${seen.get(path)}`);
-    }
-    seen.set(path, name);
-  }
-
-  config.csrf.allowedOrigins.forEach((origin, index) => {
-    const url = parseUrl(origin);
-    if (!url || url.origin !== origin) {
-      problems.push(`csrf.allowedOrigins[${index}]: must be an origin such as https://spa.example.com (scheme, host, optional port; no path)`);
-    }
-  });
-  return problems;
+export function checkConfig(config: Config, invalidKeys: readonly string[] = []): string[] {
+  const isInvalid = (key: string) => invalidKeys.some((invalid) => related(key, invalid));
+  return RULES.filter((rule) => !rule.reads.some(isInvalid))
+    .flatMap((rule) => rule.check(config))
+    .filter((problem) => !isInvalid(problemKey(problem)));
 }
 
-function checkProvider(provider: Config['provider']): string[] {
-  const problems: string[] = [];
-  const urlKeys = [
-    'issuer',
-    'authorizationEndpoint',
-    'tokenEndpoint',
-    'userinfoEndpoint',
-    'revocationEndpoint',
-    'endSessionEndpoint',
-    'postLogoutRedirectUri',
-  ] as const;
-  for (const key of urlKeys) {
-    const value = provider[key];
-    if (value === undefined) continue;
-    const url = parseUrl(value);
-    if (!url) problems.push(`provider.${key}: must be an absolute URL`);
-    else if (key !== 'postLogoutRedirectUri' && url.protocol !== 'https:' && !(url.protocol === 'http:' && isLoopbackHost(url.hostname))) {
-      problems.push(`provider.${key}: must use https (http is allowed only on localhost, 127.0.0.0/8 and [::1])`);
-    }
-  }
-  if (provider.issuer === undefined) {
-    if (provider.authorizationEndpoint === undefined || provider.tokenEndpoint === undefined) {
-      problems.push('provider.issuer: required (or give provider.authorizationEndpoint and provider.tokenEndpoint for a server without discovery)');
-    }
-    if (provider.userinfoEndpoint === undefined) {
-      problems.push('provider.userinfoEndpoint: required without provider.issuer (the user is identified through userinfo)');
-    }
-  }
-  const method = provider.clientAuthMethod;
-  if ((method === 'client_secret_post' || method === 'client_secret_basic') && provider.clientSecret === undefined) {
-    problems.push(`provider.clientSecret: required with clientAuthMethod ${method}`);
-  }
-  if (method === 'private_key_jwt' && provider.privateKey === undefined) {
-    problems.push('provider.privateKey: required with clientAuthMethod private_key_jwt (a PKCS#8 PEM private key)');
-  }
-  return problems;
+/** `session.encryptionKeys[0]` of `session.encryptionKeys[0]: must be ...`. */
+export function problemKey(problem: string): string {
+  const end = problem.indexOf(': ');
+  return end < 0 ? problem : problem.slice(0, end);
+}
+
+/** Whether two key paths are the same or one contains the other (`session` and `session.store`). */
+function related(a: string, b: string): boolean {
+  return a === b || contains(a, b) || contains(b, a);
+}
+
+function contains(outer: string, inner: string): boolean {
+  return inner.startsWith(outer) && (inner[outer.length] === '.' || inner[outer.length] === '[');
 }
 
 /** Whether cookies carry the Secure attribute, resolving `auto` from publicUrl. */

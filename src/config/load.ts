@@ -1,8 +1,9 @@
 import { readFileSync } from 'node:fs';
+import type { TSchema } from '@sinclair/typebox';
 import { Value, type ValueError } from '@sinclair/typebox/value';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { ConfigSchema, SECRET_KEYS, type Config } from './schema.js';
-import { checkConfig } from './checks.js';
+import { checkConfig, problemKey } from './checks.js';
 
 /** Thrown with every problem found, one `key: what is wrong` line each (GH_ERR_CONFIG_INVALID). */
 export class ConfigError extends Error {
@@ -45,50 +46,159 @@ export function loadConfigFile(file: string, env: NodeJS.ProcessEnv): Config {
 /**
  * Validates a parsed configuration document: defaults, `${ENV}` references,
  * schema, then the checks between keys. Returns a deeply frozen Config.
- * @throws ConfigError listing every problem at once.
+ * @throws ConfigError listing every problem at once: those of the schema
+ *   and of the environment together with the checks between keys.
+ * @example const config = loadConfig({ provider: { issuer: 'https://idp.example.com' } }, process.env);
  */
 export function loadConfig(document: unknown, env: NodeJS.ProcessEnv): Config {
-  if (typeof document !== 'object' || document === null || Array.isArray(document)) {
+  if (!isMapping(document)) {
     throw new ConfigError(['config: must be a YAML mapping of sections (server, provider, session, ...)']);
   }
   const problems: string[] = [];
-  const withDefaults = Value.Default(ConfigSchema, structuredClone(document));
-  const interpolated = Value.Convert(ConfigSchema, interpolate(withDefaults, env, '', problems));
-  for (const error of Value.Errors(ConfigSchema, interpolated)) {
+  const written = withoutEmptySections(document);
+  const withDefaults = keepFaithful(written, Value.Default(ConfigSchema, structuredClone(written)));
+  const interpolated = interpolate(withDefaults, env, '', problems);
+  const converted = keepFaithful(interpolated, Value.Convert(ConfigSchema, structuredClone(interpolated)));
+  const errors = [...Value.Errors(ConfigSchema, converted)];
+  for (const error of errors) {
     const problem = describe(error);
-    const key = problem.slice(0, problem.indexOf(': ') + 2);
-    if (!problems.some((known) => known.startsWith(key))) problems.push(problem);
+    const key = problemKey(problem);
+    if (!problems.some((known) => problemKey(known) === key)) problems.push(problem);
   }
-  if (problems.length > 0) throw new ConfigError(problems);
-  const config = Value.Decode(ConfigSchema, interpolated);
-  problems.push(...checkConfig(config));
-  if (problems.length > 0) throw new ConfigError(problems);
+  // The checks between keys run even when some keys are wrong, on a copy
+  // where those keys hold their defaults, so one run reports everything.
+  const candidate = errors.length === 0 ? converted : repaired(converted, errors);
+  const config = candidate === undefined ? undefined : Value.Decode(ConfigSchema, candidate);
+  if (config !== undefined) problems.push(...checkConfig(config, problems.map(problemKey)));
+  if (problems.length > 0 || config === undefined) throw new ConfigError(problems);
   return deepFreeze(config);
 }
 
-/** The effective configuration as YAML, durations with units, every secret `[redacted]`. */
+/** The effective configuration as YAML, in schema order, durations with units, every secret `[redacted]`. */
 export function renderConfig(config: Config): string {
-  const encoded = Value.Encode(ConfigSchema, structuredClone(config)) as unknown as Record<string, Record<string, unknown>>;
+  const encoded = inSchemaOrder(ConfigSchema, Value.Encode(ConfigSchema, structuredClone(config))) as Record<string, Record<string, unknown>>;
   for (const key of SECRET_KEYS) {
     const [sectionName, name] = key.split('.') as [string, string];
     const section = encoded[sectionName]!;
     const value = section[name];
     if (value === undefined) continue;
-    section[name] = Array.isArray(value) ? value.map(() => '[redacted]') : '[redacted]';
+    section[name] = Array.isArray(value) ? value.map(() => REDACTED) : REDACTED;
   }
   encoded.session!.store = redactUrlPassword(encoded.session!.store as string);
   return stringifyYaml(encoded);
 }
 
-function redactUrlPassword(url: string): string {
-  return url.replace(/^(rediss?:\/\/[^:@/]*:)[^@]*@/, '$1[redacted]@');
+const REDACTED = '[redacted]';
+
+/** `redis://user:secret@host:6379/0` -> `redis://user:[redacted]@host:6379/0` */
+function redactUrlPassword(value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return value;
+  }
+  if (url.password === '') return value;
+  return `${url.protocol}//${url.username}:${REDACTED}@${url.host}${url.pathname}${url.search}${url.hash}`;
+}
+
+/** Orders object keys as the schema declares them (defaults were appended after the keys a file gave). */
+function inSchemaOrder(schema: TSchema, value: unknown): unknown {
+  const properties = (schema as { properties?: Record<string, TSchema> }).properties;
+  if (properties === undefined || !isMapping(value)) return value;
+  const ordered: Record<string, unknown> = {};
+  for (const [key, property] of Object.entries(properties)) {
+    if (value[key] !== undefined) ordered[key] = inSchemaOrder(property, value[key]);
+  }
+  return ordered;
+}
+
+function isMapping(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** A section whose keys are all commented out parses as null: it means "all defaults". */
+function withoutEmptySections(document: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(document).filter(([, value]) => value !== null));
+}
+
+/**
+ * Value.Default and Value.Convert are generous: Convert turns the strings an
+ * `${ENV}` reference yields into numbers and booleans (`port: ${PORT}`) and
+ * a single value into a one-item list, but it also truncates (`1.5` -> 1,
+ * `"8080.9"` -> 8080) and maps `true` -> 1; Default merges a mapping written
+ * where a list belongs into the default list. Such a result is undone here,
+ * keeping what was written, so that the schema reports it.
+ */
+function keepFaithful(written: unknown, result: unknown): unknown {
+  if (written === undefined || written === result) return result;
+  if (Array.isArray(result)) {
+    if (!Array.isArray(written)) return written === null || typeof written === 'object' ? written : result;
+    return result.map((item, index) => keepFaithful(written[index], item));
+  }
+  if (isMapping(result)) {
+    if (!isMapping(written)) return typeof written === 'object' ? written : result;
+    return Object.fromEntries(Object.entries(result).map(([key, item]) => [key, keepFaithful(written[key], item)]));
+  }
+  if (typeof written === 'object') return result;
+  return String(written) === String(result) ? result : written;
+}
+
+/**
+ * A copy of `document` without the values the schema refused, defaults
+ * filled in again; a refused list item is replaced by a stand-in of its type
+ * where one exists (so the other items keep their positions), else the whole
+ * list goes. Undefined when that still does not satisfy the schema.
+ */
+function repaired(document: unknown, errors: ValueError[]): unknown {
+  const copy = structuredClone(document);
+  for (const error of errors) {
+    const parts = error.path.split('/').slice(1).map(unescapePointer);
+    const last = parts.at(-1);
+    const parent = parts.slice(0, -1).reduce(child, copy);
+    if (Array.isArray(parent) && last !== undefined && /^\d+$/.test(last)) {
+      const standIn = standInFor(error.schema);
+      if (standIn !== undefined) {
+        parent[Number(last)] = standIn;
+        continue;
+      }
+      parts.pop();
+    }
+    const firstIndex = parts.findIndex((part) => /^\d+$/.test(part));
+    const path = firstIndex < 0 ? parts : parts.slice(0, firstIndex);
+    const owner = path.slice(0, -1).reduce(child, copy);
+    if (isMapping(owner) && path.length > 0) delete owner[path.at(-1)!];
+  }
+  const candidate = Value.Default(ConfigSchema, copy);
+  return Value.Check(ConfigSchema, candidate) ? candidate : undefined;
+}
+
+function child(node: unknown, key: string): unknown {
+  return typeof node === 'object' && node !== null ? (node as Record<string, unknown>)[key] : undefined;
+}
+
+function standInFor(schema: TSchema): unknown {
+  try {
+    const value = Value.Create(schema);
+    return Value.Check(schema, value) ? value : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function unescapePointer(part: string): string {
+  return part.replace(/~1/g, '/').replace(/~0/g, '~');
 }
 
 function unmark(value: unknown): unknown {
-  if (typeof value === 'string') return value.replace(MARKED_REFERENCE, '$${$1}');
+  if (typeof value === 'string') return unmarkText(value);
   if (Array.isArray(value)) return value.map(unmark);
-  if (typeof value === 'object' && value !== null) return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, unmark(item)]));
+  if (isMapping(value)) return Object.fromEntries(Object.entries(value).map(([key, item]) => [unmarkText(key), unmark(item)]));
   return value;
+}
+
+function unmarkText(text: string): string {
+  return text.replace(MARKED_REFERENCE, '$${$1}');
 }
 
 function interpolate(value: unknown, env: NodeJS.ProcessEnv, path: string, problems: string[]): unknown {
@@ -103,7 +213,7 @@ function interpolate(value: unknown, env: NodeJS.ProcessEnv, path: string, probl
     });
   }
   if (Array.isArray(value)) return value.map((item, index) => interpolate(item, env, `${path}[${index}]`, problems));
-  if (typeof value === 'object' && value !== null) {
+  if (isMapping(value)) {
     return Object.fromEntries(
       Object.entries(value).map(([key, item]) => [key, interpolate(item, env, path ? `${path}.${key}` : key, problems)]),
     );
@@ -124,7 +234,7 @@ function toKeyPath(pointer: string): string {
   return pointer
     .split('/')
     .slice(1)
-    .map((part) => part.replace(/~1/g, '/').replace(/~0/g, '~'))
+    .map(unescapePointer)
     .reduce((path, part) => (/^\d+$/.test(part) ? `${path}[${part}]` : path ? `${path}.${part}` : part), '');
 }
 

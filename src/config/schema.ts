@@ -30,7 +30,7 @@ const port = (defaultValue: number) =>
   Type.Integer({ minimum: 0, maximum: 65535, default: defaultValue, errorMessage: 'must be a port number (0 to 65535)' });
 
 const section = <T extends Parameters<typeof Type.Object>[0]>(properties: T) =>
-  Type.Object(properties, { additionalProperties: false, default: {} });
+  Type.Object(properties, { additionalProperties: false, default: {}, errorMessage: 'must be a mapping of keys' });
 
 export const ConfigSchema = Type.Object(
   {
@@ -104,7 +104,9 @@ export const ConfigSchema = Type.Object(
       /** Origins besides publicUrl's that may send unsafe requests (an SPA served elsewhere). */
       allowedOrigins: Type.Array(Type.String(), { default: [] }),
       /** When set, unsafe requests must carry this header (e.g. X-Requested-With). */
-      requiredHeader: Type.Optional(text()),
+      requiredHeader: Type.Optional(
+        Type.String({ pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$", errorMessage: 'must be a header name such as X-Requested-With' }),
+      ),
     }),
   },
   { additionalProperties: false },

@@ -1,0 +1,66 @@
+import t from 'tap';
+import { loadConfig } from '../../src/config/load.js';
+import { KEY, problemsOf } from './config-helpers.js';
+
+/** SPEC §3: "Defaults are those shown, except the provider endpoints and clientSecret, which have none." */
+t.test('every key not given takes the default of SPEC §3', async (t) => {
+  const config = loadConfig({ provider: { issuer: 'https://idp.example.com', clientSecret: 's3cret' } }, { GATEHOUSE_SESSION_KEY: KEY });
+  t.strictSame(config, {
+    server: {
+      host: '0.0.0.0',
+      port: 8080,
+      publicUrl: 'https://app.example.com',
+      trustProxy: false,
+      shutdownGrace: 10,
+      maxHeaderSize: 16384,
+    },
+    admin: { host: '127.0.0.1', port: 9091 },
+    provider: {
+      issuer: 'https://idp.example.com',
+      clientId: 'gatehouse',
+      clientSecret: 's3cret',
+      clientAuthMethod: 'client_secret_post',
+      scopes: ['openid', 'profile', 'email', 'offline_access'],
+      userIdClaim: 'sub',
+      timeout: 10,
+    },
+    upstream: 'http://127.0.0.1:3000',
+    session: {
+      cookieName: 'session_id',
+      cookieSecure: 'auto',
+      cookieSameSite: 'lax',
+      cookieMaxAge: 86400,
+      ttl: 86400,
+      store: 'sqlite://./data/gatehouse.sqlite',
+      cacheSize: 10000,
+      // the documented default [${GATEHOUSE_SESSION_KEY}], interpolated
+      encryptionKeys: [KEY],
+    },
+    tokens: { refreshSkew: 30, defaultLifetime: 300 },
+    paths: { login: '/login', callback: '/callback', logout: '/logout', session: '/session' },
+    csrf: { allowedOrigins: [] },
+  });
+  for (const key of ['authorizationEndpoint', 'tokenEndpoint', 'userinfoEndpoint', 'revocationEndpoint', 'endSessionEndpoint'] as const) {
+    t.notOk(key in config.provider, `provider.${key} has no default`);
+  }
+});
+
+t.test('without clientSecret and without GATEHOUSE_SESSION_KEY the defaults do not make a valid config', async (t) => {
+  t.strictSame(problemsOf({ provider: { issuer: 'https://idp.example.com' } }), [
+    'session.encryptionKeys[0]: environment variable GATEHOUSE_SESSION_KEY is not set',
+    'provider.clientSecret: required with clientAuthMethod client_secret_post',
+  ]);
+});
+
+t.test('the loaded configuration is frozen, down to its lists', async (t) => {
+  const config = loadConfig({ provider: { issuer: 'https://idp.example.com', clientSecret: 's' }, session: { encryptionKeys: [KEY] } }, {});
+  t.ok(Object.isFrozen(config) && Object.isFrozen(config.session) && Object.isFrozen(config.session.encryptionKeys));
+  t.throws(() => {
+    (config.server as { port: number }).port = 1;
+  }, TypeError);
+});
+
+t.test('a section whose keys are all commented out (YAML null) means all of its defaults', async (t) => {
+  const config = loadConfig({ server: null, provider: { issuer: 'https://idp.example.com', clientSecret: 's' }, session: { encryptionKeys: [KEY] } }, {});
+  t.equal(config.server.port, 8080);
+});

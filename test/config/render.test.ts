@@ -1,0 +1,55 @@
+import t from 'tap';
+import { randomBytes } from 'node:crypto';
+import { parse as parseYaml } from 'yaml';
+import { loadConfig, renderConfig } from '../../src/config/load.js';
+import { KEY, withKeys } from './config-helpers.js';
+
+/** SPEC §2: `check` prints the effective config as YAML with every secret shown as `[redacted]`. */
+
+const secret = randomBytes(24).toString('base64url');
+const oldKey = randomBytes(32).toString('base64');
+const pem = `-----BEGIN PRIVATE KEY-----\n${randomBytes(48).toString('base64')}\n-----END PRIVATE KEY-----`;
+
+t.test('client secret, private key, every encryption key and a redis password are redacted', async (t) => {
+  const config = loadConfig(
+    withKeys({
+      provider: { clientSecret: secret, privateKey: pem, privateKeyId: 'k1' },
+      session: { encryptionKeys: [KEY, oldKey], store: 'rediss://gatehouse:p%40ss-w0rd@cache.example.com:6380/2' },
+    }),
+    {},
+  );
+  const text = renderConfig(config);
+  for (const value of [secret, KEY, oldKey, 'p%40ss-w0rd', 'p@ss-w0rd', 'PRIVATE KEY']) t.notOk(text.includes(value), `${value.slice(0, 12)}... is not printed`);
+  const printed = parseYaml(text) as Record<string, Record<string, unknown>>;
+  t.equal(printed.provider!.clientSecret, '[redacted]');
+  t.equal(printed.provider!.privateKey, '[redacted]');
+  t.equal(printed.provider!.privateKeyId, 'k1', 'a key id is not a secret');
+  t.strictSame(printed.session!.encryptionKeys, ['[redacted]', '[redacted]'], 'one entry per key, so the count stays visible');
+  t.equal(printed.session!.store, 'rediss://gatehouse:[redacted]@cache.example.com:6380/2');
+});
+
+t.test('a store URL with a password only, or without one, is printed accordingly', async (t) => {
+  const passwordOnly = renderConfig(loadConfig(withKeys({ session: { store: 'redis://:hunter2hunter2@127.0.0.1:6379/0' } }), {}));
+  t.equal((parseYaml(passwordOnly) as { session: { store: string } }).session.store, 'redis://:[redacted]@127.0.0.1:6379/0');
+  const none = renderConfig(loadConfig(withKeys({ session: { store: 'redis://127.0.0.1:6379/0' } }), {}));
+  t.equal((parseYaml(none) as { session: { store: string } }).session.store, 'redis://127.0.0.1:6379/0');
+});
+
+t.test('the printed config is the effective one: defaults included, durations with units, sections in documented order', async (t) => {
+  const printed = parseYaml(renderConfig(loadConfig(withKeys({ tokens: { refreshSkew: 90 }, session: { ttl: '7d' } }), {}))) as Record<string, Record<string, unknown>>;
+  t.strictSame(Object.keys(printed), ['server', 'admin', 'provider', 'upstream', 'session', 'tokens', 'paths', 'csrf']);
+  t.strictSame(Object.keys(printed.server!), ['host', 'port', 'publicUrl', 'trustProxy', 'shutdownGrace', 'maxHeaderSize']);
+  t.equal(printed.tokens!.refreshSkew, '90s');
+  t.equal(printed.tokens!.defaultLifetime, '5m');
+  t.equal(printed.session!.ttl, '7d');
+  t.equal(printed.session!.cookieMaxAge, '1d');
+  t.equal(printed.server!.port, 8080);
+});
+
+t.test('the printed config, secrets put back, loads to the same config', async (t) => {
+  const config = loadConfig(withKeys({ provider: { clientSecret: secret }, session: { encryptionKeys: [KEY] }, tokens: { refreshSkew: 45 } }), {});
+  const printed = parseYaml(renderConfig(config)) as Record<string, Record<string, unknown>>;
+  printed.provider!.clientSecret = secret;
+  printed.session!.encryptionKeys = [KEY];
+  t.strictSame(loadConfig(printed, {}), config);
+});
