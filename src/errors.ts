@@ -9,7 +9,6 @@ import createError, { type FastifyError } from '@fastify/error';
 const ERROR_TABLE = {
   GH_ERR_REQUEST_INVALID: { status: 400, slug: 'bad_request', message: 'The request is malformed: %s.' },
   GH_ERR_METHOD_NOT_ALLOWED: { status: 405, slug: 'method_not_allowed', message: 'This gateway path does not accept this method.' },
-  GH_ERR_LOGIN_RETURN_TO: { status: 400, slug: 'bad_request', message: 'The returnTo parameter was given more than once.' },
   GH_ERR_CALLBACK_STATE: {
     status: 400,
     slug: 'invalid_state',

@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 
 import Provider, {
   type Account,
+  type AdapterFactory,
   type ClientMetadata,
   type Configuration,
   type ErrorOut,
@@ -35,14 +36,24 @@ export interface AuthorizationServerOptions {
    */
   issuer?: string;
   clients: DemoClient[];
-  /** Seconds, default 60. */
-  accessTokenTtl?: number;
+  /**
+   * Seconds, default 60; or oidc-provider's TTL function, asked at every
+   * issue (a benchmark gives tokens from a sign-in and from a refresh
+   * different lifetimes by `ctx.oidc.params.grant_type`).
+   */
+  accessTokenTtl?: NonNullable<Configuration['ttl']>['AccessToken'];
   /** Seconds, default one day. */
   refreshTokenTtl?: number;
   /** Default true: a used refresh token is consumed; reusing it fails with `invalid_grant` and revokes the grant. */
   rotateRefreshTokens?: boolean;
   /** Default true: every code exchange issues a refresh token, even without `offline_access`; false: none ever. */
   issueRefreshTokens?: boolean;
+  /**
+   * Where sessions, grants and tokens are kept. Default: oidc-provider's
+   * development store, an LRU of about 1,000 objects, which drops the oldest
+   * grants once a few hundred users have signed in.
+   */
+  adapter?: AdapterFactory;
 }
 
 /** Successful token endpoint grants by type, and failed refreshes. */
@@ -112,6 +123,7 @@ function buildConfiguration(
   const refreshTokenTtl = opts.refreshTokenTtl ?? ONE_DAY;
   const issueRefreshTokens = opts.issueRefreshTokens ?? true;
   return {
+    adapter: opts.adapter,
     clients: [...opts.clients.map(clientMetadata), resourceServerMetadata(introspection)],
     jwks: { keys: [generateSigningKey()] },
     cookies: { keys: [randomBytes(32).toString('base64url')] },

@@ -63,6 +63,8 @@ const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
 
 const routes = new Map<string, Route>([
   ['GET /', homePage],
+  // A second page, so a sign-in can be seen to return to the page first asked for.
+  ['GET /orders', homePage],
   ['GET /api/me', me],
   ['GET /api/headers', headers],
   ['GET /api/set-cookie', setCookie],
@@ -146,12 +148,13 @@ function formEncode(value: string): string {
   return encodeURIComponent(value).replace(/%20/g, '+');
 }
 
+/** The signed-in page; its empty icon spares a favicon request that would race a test's count of upstream requests. */
 async function homePage({ res, token }: Exchange): Promise<void> {
   const user = escapeHtml(token.sub ?? '');
   res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
   res.end(`<!doctype html>
 <html lang="en">
-<head><meta charset="utf-8"><title>gatehouse demo upstream</title></head>
+<head><meta charset="utf-8"><link rel="icon" href="data:,"><title>gatehouse demo upstream</title></head>
 <body>
 <h1>Signed in as ${user}</h1>
 <p>This page comes from the demo upstream, which saw a valid bearer token for <strong>${user}</strong>.</p>

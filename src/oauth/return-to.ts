@@ -5,31 +5,34 @@ const MAX_DECODE_ROUNDS = 3;
  * The local path the browser goes to after sign-in, or `/` for anything
  * that could leave the site (RFC 9700 §4.11, open redirectors): it must be a
  * single string starting with exactly one `/` (not `//` or `/\`), with no
- * backslash and no control character, raw or percent-encoded at any depth,
- * printable ASCII only (so it is always a valid Location header).
+ * backslash and no control character (C0, DEL, C1), raw or percent-encoded
+ * at any depth (SPEC §4). Spaces and non-ASCII characters are allowed and
+ * returned percent-encoded (UTF-8), so the result is always printable ASCII
+ * and a valid Location header.
  * @example safeReturnTo('/orders?id=7') // '/orders?id=7'
+ * @example safeReturnTo('/café') // '/caf%C3%A9'
  * @example safeReturnTo('//evil.example') // '/'
  */
 export function safeReturnTo(value: unknown): string {
   if (typeof value !== 'string' || value.length === 0 || value.length > MAX_LENGTH) return '/';
-  if (!isSafeLocalPath(value, 0x21, 0x7e)) return '/';
+  if (!isSafeLocalPath(value)) return '/';
   let decoded = value;
   for (let round = 0; round < MAX_DECODE_ROUNDS; round += 1) {
     const next = decodeOnce(decoded);
-    if (next === undefined) return '/';
-    if (next === decoded) return value;
-    if (!isSafeLocalPath(next, 0x20, 0x10ffff)) return '/';
+    if (next === undefined || !isSafeLocalPath(next)) return '/';
+    if (next === decoded) return encodeUnprintable(value);
     decoded = next;
   }
+  // More layers of encoding than any honest link carries.
   return '/';
 }
 
-/** Starts with one `/` not followed by `/` or `\`; no backslash; every character within [lowest, highest] and not DEL or a C1 control. */
-function isSafeLocalPath(path: string, lowest: number, highest: number): boolean {
+/** Starts with one `/` not followed by `/` or `\`; no backslash, no C0 control, DEL or C1 control. */
+function isSafeLocalPath(path: string): boolean {
   if (path[0] !== '/' || path[1] === '/' || path[1] === '\\') return false;
   for (let index = 0; index < path.length; index += 1) {
     const code = path.charCodeAt(index);
-    if (code < lowest || code > highest || (code >= 0x7f && code <= 0x9f) || code === 0x5c) return false;
+    if (code < 0x20 || (code >= 0x7f && code <= 0x9f) || code === 0x5c) return false;
   }
   return true;
 }
@@ -40,4 +43,17 @@ function decodeOnce(path: string): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+const UNPRINTABLE = /[^\x21-\x7e]+/g;
+
+/** Percent-encodes spaces and non-ASCII (UTF-8); '/' when too long then or when it holds a lone surrogate. */
+function encodeUnprintable(path: string): string {
+  let encoded: string;
+  try {
+    encoded = path.replace(UNPRINTABLE, (run) => encodeURIComponent(run));
+  } catch {
+    return '/';
+  }
+  return encoded.length > MAX_LENGTH ? '/' : encoded;
 }

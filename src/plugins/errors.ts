@@ -63,7 +63,8 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, error: G
       .send(messagePage(TITLES[error.code] ?? 'Request refused', error.message, signIn));
   }
   const slug = errorSlug(error.code);
-  return reply.type('application/json; charset=utf-8').send(BARE_BODIES.has(error.code) ? { error: slug } : { error: slug, message: error.message });
+  if (BARE_BODIES.has(error.code)) return reply.type('application/json; charset=utf-8').send({ error: slug });
+  return reply.type('application/json; charset=utf-8').send({ error: slug, message: error.message, ...(link ? { login: link.href } : {}) });
 }
 
 function signInLink(request: FastifyRequest, basePath: string, loginPath: string): { href: string; text: string } {

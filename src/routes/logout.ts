@@ -1,5 +1,5 @@
 import * as oidc from 'openid-client';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest, RawRequestDefaultExpression } from 'fastify';
 import { gatehouseError } from '../errors.js';
 import { createCrossSiteCheck } from '../http/csrf.js';
 import { describeFailure } from '../oauth/provider.js';
@@ -15,6 +15,13 @@ export async function logoutRoute(fastify: FastifyInstance): Promise<void> {
   const { config, provider, store, cookies, basePath } = fastify.gatehouse;
   const isCrossSite = createCrossSiteCheck(config);
   const postLogoutRedirectUri = config.provider.postLogoutRedirectUri ?? `${config.server.publicUrl.replace(/\/$/, '')}/`;
+
+  // A sign-out button is usually an HTML form: it posts
+  // application/x-www-form-urlencoded or multipart/form-data, which Fastify
+  // has no parser for (415). Logout reads nothing from the body, so in this
+  // route's own context any body is accepted unread.
+  fastify.removeAllContentTypeParsers();
+  fastify.addContentTypeParser('*', ignoreBody);
 
   fastify.route({
     method: ['GET', 'POST'],
@@ -62,4 +69,10 @@ export async function logoutRoute(fastify: FastifyInstance): Promise<void> {
       request.log.warn({ failure: describeFailure(err) }, 'refresh token revocation failed');
     }
   }
+}
+
+/** Discards a request body without reading it into memory. */
+function ignoreBody(_request: FastifyRequest, payload: RawRequestDefaultExpression, done: (err: null, body?: undefined) => void): void {
+  payload.resume();
+  done(null);
 }

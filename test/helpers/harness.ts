@@ -22,6 +22,15 @@ export interface HarnessOptions {
   config?: Record<string, unknown> | ((as: AuthorizationServer) => Record<string, unknown>);
   /** Session store URL; default a fresh sqlite file in a temp dir. */
   store?: string;
+  /** Start the gateway while the AS proxy is 'down' (set `asProxy.mode = 'up'` to let discovery succeed). */
+  asDownAtStart?: boolean;
+  /**
+   * Host name in the AS's issuer URL (default `127.0.0.1`, the address it
+   * listens on). `localhost` puts the AS on another site than the gateway
+   * (`http://127.0.0.1:PORT`), as in production, which matters to a browser's
+   * SameSite rules.
+   */
+  authorizationServerHost?: '127.0.0.1' | 'localhost';
 }
 
 /** A real AS (behind a switchable proxy), a real upstream and a gateway, all on loopback. */
@@ -56,8 +65,10 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   const port = await freePort();
   const publicUrl = `http://127.0.0.1:${port}`;
   const clientSecret = randomBytes(16).toString('base64url');
+  const issuer = new URL(asProxy.url);
+  issuer.hostname = options.authorizationServerHost ?? issuer.hostname;
   const as = await startAuthorizationServer({
-    issuer: asProxy.url,
+    issuer: issuer.origin,
     clients: [
       {
         clientId: CLIENT_ID,
@@ -99,6 +110,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     },
   });
   const logger = createLogger('debug', sink);
+  if (options.asDownAtStart) asProxy.mode = 'down';
   const gateway = await startGateway(loadConfig(document, {}), { logger, cwd: dir });
   return {
     gateway,
