@@ -43,7 +43,11 @@ export class Metrics {
       help: 'Live sessions in the store (store-wide, the same on every replica)',
       registers: [],
       async collect() {
-        this.set(await countSessions());
+        // A store that is down must not turn the whole scrape into an error: the gauge keeps its last value.
+        await countSessions().then(
+          (count) => this.set(count),
+          () => undefined,
+        );
       },
     });
     this.registry.registerMetric(activeSessions);
