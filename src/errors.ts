@@ -26,6 +26,11 @@ const ERROR_TABLE = {
     message: 'Sign-in did not complete: the authorization server did not identify the user.',
   },
   GH_ERR_SESSION_REQUIRED: { status: 401, slug: 'unauthorized', message: 'You are not signed in, or your session has ended.' },
+  GH_ERR_RATE_LIMITED: {
+    status: 429,
+    slug: 'too_many_requests',
+    message: 'Too many sign-in requests from this address. Please wait a minute and try again.',
+  },
   GH_ERR_CSRF_REJECTED: { status: 403, slug: 'forbidden', message: 'Cross-site requests that change data are not allowed.' },
   GH_ERR_PROVIDER_UNAVAILABLE: {
     status: 503,
@@ -53,7 +58,7 @@ const constructors = Object.fromEntries(
  * @example throw gatehouseError('GH_ERR_STORE_UNAVAILABLE', { cause: err })
  */
 export function gatehouseError(code: ErrorCode, options: { cause?: unknown; detail?: string } = {}): GatehouseError {
-  const error = new constructors[code](options.detail) as GatehouseError;
+  const error = (options.detail === undefined ? new constructors[code]() : new constructors[code](options.detail)) as GatehouseError;
   if (options.cause !== undefined) error.cause = options.cause;
   return error;
 }

@@ -108,6 +108,11 @@ export const ConfigSchema = Type.Object(
         Type.String({ pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$", errorMessage: 'must be a header name such as X-Requested-With' }),
       ),
     }),
+    rateLimit: section({
+      /** Requests one client address may make to the login path, and as many to the callback path, per `window`; 0 turns the limit off. */
+      max: Type.Integer({ minimum: 0, default: 60, errorMessage: 'must be a whole number of requests (0 = no limit)' }),
+      window: duration('1m'),
+    }),
   },
   { additionalProperties: false },
 );
