@@ -15,6 +15,7 @@ import { GatewayCookies } from './http/cookies.js';
 import { contextPlugin, type GatewayContext } from './plugins/context.js';
 import { errorsPlugin } from './plugins/errors.js';
 import { proxyPlugin } from './plugins/proxy.js';
+import { rateLimitPlugin } from './plugins/rate-limit.js';
 import { loginRoute } from './routes/login.js';
 import { callbackRoute } from './routes/callback.js';
 import { logoutRoute } from './routes/logout.js';
@@ -86,10 +87,19 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
     metrics.requests.inc({ route, status: reply.statusCode });
     const query = request.url.indexOf('?');
     request.log.info(
-      { method: request.method, path: query < 0 ? request.url : request.url.slice(0, query), route, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 },
+      {
+        method: request.method,
+        path: query < 0 ? request.url : request.url.slice(0, query),
+        route,
+        status: reply.statusCode,
+        ms: Math.round(reply.elapsedTime * 10) / 10,
+        ...(request.userId === undefined ? {} : { user: request.userId }),
+        ...(request.upstreamSeconds < 0 ? {} : { upstreamMs: Math.round(request.upstreamSeconds * 10_000) / 10 }),
+      },
       'request completed',
     );
   });
+  await app.register(rateLimitPlugin);
   await app.register(loginRoute);
   await app.register(callbackRoute);
   await app.register(logoutRoute);

@@ -12,6 +12,10 @@ declare module 'fastify' {
     upstreamToken: string;
     /** When the request was handed to the upstream (hrtime ns), for the latency histogram. */
     upstreamStart: bigint;
+    /** Seconds the upstream took to answer with its head; -1 until it has. */
+    upstreamSeconds: number;
+    /** The signed-in user's id, for the access log. */
+    userId: string | undefined;
   }
 }
 
@@ -37,11 +41,14 @@ export const proxyPlugin = fp(
 
     fastify.decorateRequest('upstreamToken', '');
     fastify.decorateRequest('upstreamStart', 0n);
+    fastify.decorateRequest('upstreamSeconds', -1);
+    fastify.decorateRequest('userId', undefined);
 
     async function authenticate(request: FastifyRequest): Promise<void> {
       if (isCrossSite(request)) throw gatehouseError('GH_ERR_CSRF_REJECTED');
       const resolved = await resolveSession(request);
       if (!resolved) throw gatehouseError('GH_ERR_SESSION_REQUIRED');
+      request.userId = resolved.session.userId;
       const tokens = await refresher.fresh(resolved.tokens, request.log);
       request.upstreamToken = tokens.accessToken;
       request.upstreamStart = process.hrtime.bigint();
@@ -50,6 +57,7 @@ export const proxyPlugin = fp(
     function rewriteRequestHeaders(request: FastifyRequest, headers: IncomingHttpHeaders): IncomingHttpHeaders {
       for (const name of HOP_BY_HOP) delete headers[name];
       headers.authorization = `Bearer ${request.upstreamToken}`;
+      headers['x-request-id'] = request.id;
       const cookie = headers.cookie === undefined ? undefined : cookies.stripOwn(headers.cookie);
       if (cookie === undefined) delete headers.cookie;
       else headers.cookie = cookie;
@@ -67,7 +75,8 @@ export const proxyPlugin = fp(
     }
 
     function rewriteHeaders(headers: IncomingHttpHeaders, request: FastifyRequest): OutgoingHttpHeaders {
-      metrics.upstreamDuration.observe(Number(process.hrtime.bigint() - request.upstreamStart) / 1e9);
+      request.upstreamSeconds = Number(process.hrtime.bigint() - request.upstreamStart) / 1e9;
+      metrics.upstreamDuration.observe(request.upstreamSeconds);
       for (const name of HOP_BY_HOP) delete headers[name];
       const setCookie = headers['set-cookie'];
       if (setCookie !== undefined) headers['set-cookie'] = cookies.filterSetCookie(setCookie);
