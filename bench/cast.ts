@@ -1,0 +1,178 @@
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startAuthorizationServer, type AuthorizationServer } from '../src/demo/authorization-server.js';
+import { freePort } from '../test/helpers/harness.js';
+import { unboundedMemoryAdapter } from './memory-adapter.js';
+import { firstLine, spawnNode, SERVER_CORE, waitUntilAnswering, type Child } from './processes.js';
+
+/** The repository root (this file runs as dist-bench/bench/cast.js). */
+export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+/** The gateway's entry point; GATEHOUSE_BENCH_CLI runs another build (a before/after comparison of a change). */
+export const CLI = process.env.GATEHOUSE_BENCH_CLI ?? join(ROOT, 'dist', 'cli.js');
+const BENCH_DIST = fileURLToPath(new URL('./', import.meta.url));
+export const CLIENT_ID = 'gatehouse-bench';
+
+/** Every server of the bench: AS in this process, upstream and baseline as children, gateways started on demand. */
+export interface Cast {
+  as: AuthorizationServer;
+  /** Access-token lifetimes the AS gives now, seconds: at sign-in and at a refresh. Scenarios change them. */
+  ttl: { login: number; refreshed: number };
+  upstream: Child;
+  upstreamUrl: string;
+  baseline: Child;
+  baselineUrl: string;
+  /** The session key every gateway of this cast uses (so the bench can seal records for it). */
+  sessionKey: string;
+  dir: string;
+  /** Whether servers are pinned to SERVER_CORE. */
+  pinned: boolean;
+  startGateway(options: GatewayOptions): Promise<Gateway>;
+  close(): Promise<void>;
+}
+
+export interface GatewayOptions {
+  /** A name for its directory and messages. */
+  name: string;
+  /** Absolute path of the sqlite file; default a fresh one in the gateway's directory. */
+  sqlitePath?: string;
+  cacheSize?: number;
+  /** tokens.refreshSkew, seconds (default: the gateway's default). */
+  refreshSkew?: number;
+  /** LOG_LEVEL (default warn). */
+  logLevel?: 'warn' | 'info';
+  /** Extra node flags, e.g. --cpu-prof. */
+  nodeFlags?: string[];
+  /** Entry point of the build to run (default CLI). */
+  cli?: string;
+}
+
+/** A gateway started through its real entry point, `node dist/cli.js --config FILE`. */
+export interface Gateway {
+  child: Child;
+  url: string;
+  /** The admin listener (GET /metrics). */
+  adminUrl: string;
+  dir: string;
+  stop(): Promise<void>;
+}
+
+export async function startCast(options: { pinned: boolean }): Promise<Cast> {
+  const dir = mkdtempSync(join(tmpdir(), 'gatehouse-bench-'));
+  const core = options.pinned ? SERVER_CORE : undefined;
+  const port = await freePort();
+  const publicUrl = `http://127.0.0.1:${port}`;
+  const clientSecret = randomBytes(24).toString('base64url');
+  const sessionKey = randomBytes(32).toString('base64');
+  const ttl = { login: 3600, refreshed: 3600 };
+  const as = await startAuthorizationServer({
+    clients: [{ clientId: CLIENT_ID, clientSecret, authMethod: 'client_secret_post', redirectUris: [`${publicUrl}/callback`] }],
+    accessTokenTtl: (ctx) => (ctx.oidc.params?.grant_type === 'refresh_token' ? ttl.refreshed : ttl.login),
+    // A thousand sign-ins outgrow oidc-provider's default store (about 1,000 objects): their grants would be dropped.
+    adapter: unboundedMemoryAdapter(),
+  });
+  // The upstream shares the driver's core with the load generator (it is not what is measured).
+  const upstream = spawnNode('upstream', join(BENCH_DIST, 'upstream.js'), []);
+  const upstreamUrl = `http://127.0.0.1:${(await firstLine<{ port: number }>(upstream)).port}`;
+  const { child: baseline, url: baselineUrl } = await startBaseline(upstreamUrl, core);
+  let running: Gateway | undefined;
+
+  async function startGateway(gateway: GatewayOptions): Promise<Gateway> {
+    if (running) throw new Error(`gateway ${running.dir} is still running: one at a time (they share the registered port)`);
+    const gatewayDir = join(dir, gateway.name);
+    mkdirSync(gatewayDir, { recursive: true });
+    const configFile = join(gatewayDir, 'gatehouse.yaml');
+    const adminPort = await freePort();
+    writeFileSync(configFile, configYaml({ port, adminPort, publicUrl, issuer: as.url, upstreamUrl, ...gateway }));
+    const env = {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      LOG_LEVEL: gateway.logLevel ?? 'warn',
+      GATEHOUSE_CLIENT_SECRET: clientSecret,
+      GATEHOUSE_SESSION_KEY: sessionKey,
+    };
+    const child = spawnNode(`gateway ${gateway.name}`, gateway.cli ?? CLI, ['--config', configFile], {
+      core,
+      env,
+      cwd: gatewayDir,
+      stdout: join(gatewayDir, 'gateway.log'),
+      nodeFlags: gateway.nodeFlags,
+    });
+    const started: Gateway = {
+      child,
+      url: publicUrl,
+      adminUrl: `http://127.0.0.1:${adminPort}`,
+      dir: gatewayDir,
+      async stop() {
+        await child.stop();
+        if (running === started) running = undefined;
+      },
+    };
+    running = started;
+    try {
+      await waitUntilAnswering(`${publicUrl}/session`, child);
+    } catch (err) {
+      await started.stop();
+      throw err;
+    }
+    return started;
+  }
+
+  return {
+    as,
+    ttl,
+    upstream,
+    upstreamUrl,
+    baseline,
+    baselineUrl,
+    sessionKey,
+    dir,
+    pinned: options.pinned,
+    startGateway,
+    async close() {
+      await running?.stop();
+      await baseline.stop();
+      await upstream.stop();
+      await as.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Seconds the gateway has spent in garbage collection so far, from its own /metrics (prom-client's nodejs_gc_duration_seconds). */
+export async function gcSeconds(gateway: Gateway): Promise<number> {
+  const text = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
+  let total = 0;
+  for (const line of text.split('\n')) if (line.startsWith('nodejs_gc_duration_seconds_sum')) total += Number(line.slice(line.lastIndexOf(' ') + 1));
+  return total;
+}
+
+/** Starts the bare proxy (bench/baseline-proxy.ts) in front of `upstreamUrl`. */
+export async function startBaseline(upstreamUrl: string, core: string | undefined, nodeFlags: string[] = []): Promise<{ child: Child; url: string }> {
+  const child = spawnNode('baseline proxy', join(BENCH_DIST, 'baseline-proxy.js'), [upstreamUrl], { core, nodeFlags });
+  return { child, url: `http://127.0.0.1:${(await firstLine<{ port: number }>(child)).port}` };
+}
+
+function configYaml(o: GatewayOptions & { port: number; adminPort: number; publicUrl: string; issuer: string; upstreamUrl: string }): string {
+  return `server:
+  host: 127.0.0.1
+  port: ${o.port}
+  publicUrl: ${o.publicUrl}
+  shutdownGrace: 2s
+admin:
+  host: 127.0.0.1
+  port: ${o.adminPort}
+provider:
+  issuer: ${o.issuer}
+  clientId: ${CLIENT_ID}
+  clientSecret: \${GATEHOUSE_CLIENT_SECRET}
+  clientAuthMethod: client_secret_post
+upstream: ${o.upstreamUrl}
+session:
+  store: ${o.sqlitePath === undefined ? 'sqlite://data/sessions.sqlite' : `sqlite://${o.sqlitePath}`}
+  cacheSize: ${o.cacheSize ?? 10000}
+  encryptionKeys: [\${GATEHOUSE_SESSION_KEY}]
+${o.refreshSkew === undefined ? '' : `tokens:\n  refreshSkew: ${o.refreshSkew}\n`}`;
+}

@@ -1,0 +1,73 @@
+import { signIn } from '../../test/helpers/sign-in.js';
+import { gcSeconds, startBaseline } from '../cast.js';
+import { noErrors, pairData, pairRows, type Pair } from '../compare.js';
+import { load, median, medianOf, type LoadResult } from '../load.js';
+import { SERVER_CORE } from '../processes.js';
+import { fixed, type Check, type Row, type Scenario } from '../scenario.js';
+import { expectStatus } from '../users.js';
+
+/** A small JSON route of the bench upstream. */
+export const SMALL_PATH = '/api/data';
+const CONNECTIONS = [50, 200];
+
+/**
+ * Hot path: one signed-in user whose session is in the LRU and whose token
+ * is fresh, ~100 bytes of JSON, at 50 and 200 connections, against the bare
+ * proxy. Two processes of the same program differ by up to ±10 % (JIT,
+ * memory layout), so every round starts a fresh bare proxy and a fresh
+ * gateway, warms both up, then measures A B at 50 and A B at 200
+ * connections; medians over the rounds. Targets: req/s ≥ 0.90 × and p99
+ * ≤ +1 ms at 50 connections. The gateway's GC time per request comes from its
+ * own /metrics.
+ */
+export const hotPath: Scenario = async ({ mode, cast, progress }) => {
+  const rounds = new Map(CONNECTIONS.map((connections) => [connections, { baseline: [] as LoadResult[], gatehouse: [] as LoadResult[] }]));
+  const gcPerRequestUs: number[] = [];
+  for (let round = 0; round < mode.rounds; round += 1) {
+    progress(`hot path: round ${round + 1} of ${mode.rounds}, fresh bare proxy and gateway`);
+    const baseline = await startBaseline(cast.upstreamUrl, cast.pinned ? SERVER_CORE : undefined);
+    const gateway = await cast.startGateway({ name: `hot-path-${round}` });
+    try {
+      const { cookie } = await signIn(gateway.url, { user: 'alice' });
+      await expectStatus(`${gateway.url}${SMALL_PATH}`, cookie);
+      await expectStatus(`${baseline.url}${SMALL_PATH}`, cookie);
+      const run = (url: string, server: typeof baseline.child, connections: number, duration: number) =>
+        load({ url: `${url}${SMALL_PATH}`, connections, duration, headers: { cookie }, server });
+      if (mode.warmup > 0) {
+        await run(baseline.url, baseline.child, 50, mode.warmup);
+        await run(gateway.url, gateway.child, 50, mode.warmup);
+      }
+      for (const connections of CONNECTIONS) {
+        const measured = rounds.get(connections)!;
+        measured.baseline.push(await run(baseline.url, baseline.child, connections, mode.duration));
+        const gcBefore = await gcSeconds(gateway);
+        const result = await run(gateway.url, gateway.child, connections, mode.duration);
+        if (connections === 50) gcPerRequestUs.push((((await gcSeconds(gateway)) - gcBefore) / result.requests) * 1e6);
+        measured.gatehouse.push(result);
+      }
+    } finally {
+      await gateway.stop();
+      await baseline.child.stop();
+    }
+  }
+  const rows: Row[] = [];
+  const checks: Check[] = [];
+  const data: Record<string, unknown> = { gcPerRequestUs };
+  for (const connections of CONNECTIONS) {
+    const measured = rounds.get(connections)!;
+    const pair: Pair = { baseline: medianOf(measured.baseline), gatehouse: medianOf(measured.gatehouse), rounds: measured };
+    const name = `hot path, ${connections} conns`;
+    rows.push(...pairRows(name, pair, connections === 50 ? { rps: 0.9, p99PlusMs: 1 } : { rps: 0.9 }));
+    checks.push(noErrors(name, pair));
+    data[`connections${connections}`] = pairData(pair);
+  }
+  rows.splice(5, 0, {
+    scenario: 'hot path, 50 conns',
+    metric: 'gateway GC time per request (its own /metrics)',
+    baseline: '',
+    gatehouse: `${fixed(median(gcPerRequestUs), 1)} µs`,
+    ratio: '',
+    target: '',
+  });
+  return { rows, checks, data };
+};

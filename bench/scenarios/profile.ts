@@ -1,0 +1,139 @@
+import { copyFileSync, mkdirSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { signIn } from '../../test/helpers/sign-in.js';
+import { ROOT, startBaseline, type Cast } from '../cast.js';
+import type { Shape } from '../compare.js';
+import { load } from '../load.js';
+import { SERVER_CORE, type Child } from '../processes.js';
+import { framesTable, perRequestDiff, summarize, type ProfileSummary } from '../profile.js';
+import { check, fixed, signed, type Mode, type Row, type Scenario } from '../scenario.js';
+import { seedSessions } from '../seed.js';
+import { SMALL_PATH } from './hot-path.js';
+
+const SAMPLING_US = 250;
+
+interface Profiled {
+  summary: ProfileSummary;
+  requests: number;
+  errors: number;
+  /** Busy CPU per request on the main thread, under the profiler, µs. */
+  perRequestUs: number;
+}
+
+/**
+ * `node --cpu-prof` (250 µs sampling) on the hot path, for the gateway and
+ * for the bare proxy under the same load, so that the frames gatehouse adds
+ * stand out per request; and on the cold-session path. Only samples inside
+ * the load window count. Profiles are kept in dist-bench/ (chrome://inspect).
+ */
+export const profile: Scenario = async ({ mode, cast, progress }) => {
+  const flags = (dir: string) => ['--cpu-prof', `--cpu-prof-dir=${dir}`, `--cpu-prof-interval=${SAMPLING_US}`];
+  progress(`profile: hot path, gateway and bare proxy, ${mode.profileSeconds} s each`);
+  const gatewayDir = join(cast.dir, 'profile-hot');
+  const gateway = await cast.startGateway({ name: 'profile-hot', nodeFlags: flags(gatewayDir) });
+  let cookie: string;
+  let hot: Profiled;
+  try {
+    cookie = (await signIn(gateway.url, { user: 'alice' })).cookie;
+    hot = await profiled(gateway.child, gateway.url, { connections: 50, headers: { cookie } }, mode, gatewayDir, 'hot-path', () => gateway.stop());
+  } finally {
+    await gateway.stop();
+  }
+  const baselineDir = join(cast.dir, 'profile-baseline');
+  const baseline = await startBaseline(cast.upstreamUrl, cast.pinned ? SERVER_CORE : undefined, flags(baselineDir));
+  let base: Profiled;
+  try {
+    base = await profiled(baseline.child, baseline.url, { connections: 50, headers: { cookie } }, mode, baselineDir, 'bare-proxy', () => baseline.child.stop());
+  } finally {
+    await baseline.child.stop();
+  }
+
+  progress('profile: cold-session path');
+  const cold = await profileCold(cast, mode, flags);
+  const diff = perRequestDiff(hot, base);
+  const diffTable = [
+    '| frame | gatehouse µs/req | bare proxy µs/req | Δ µs/req |',
+    '|---|---:|---:|---:|',
+    ...diff.map((d) => `| \`${d.frame.replaceAll('|', '\\|')}\` | ${d.gatehouse.toFixed(2)} | ${d.baseline.toFixed(2)} | ${d.delta >= 0 ? '+' : ''}${d.delta.toFixed(2)} |`),
+  ].join('\n');
+  const markdown = [
+    `Hot path under the profiler (50 connections, ${mode.profileSeconds} s, ${SAMPLING_US} µs sampling; main thread only): gateway ${fixed(hot.perRequestUs, 1)} µs per request,`,
+    `bare proxy ${fixed(base.perRequestUs, 1)} µs per request. Profiles: dist-bench/hot-path.cpuprofile, dist-bench/bare-proxy.cpuprofile, dist-bench/cold-session.cpuprofile.`,
+    '',
+    framesTable('Hot path, gateway: top frames by self time', hot.summary.self.slice(0, 25)),
+    '',
+    '#### Where the gateway spends more than the bare proxy, per request',
+    '',
+    diffTable,
+    '',
+    framesTable('Hot path, gateway: self time by origin', hot.summary.byOrigin),
+    '',
+    framesTable("Hot path: gatehouse's own functions, inclusive", hot.summary.inclusive, 'inclusive ms'),
+    '',
+    `#### Cold-session path (${fixed(mode.coldSessions)} users, cacheSize ${fixed(mode.coldCacheSize)}): ${fixed(cold.perRequestUs, 1)} µs per request on the main thread`,
+    '',
+    framesTable('Cold path: top frames by self time', cold.summary.self.slice(0, 20)),
+    '',
+    framesTable('Cold path: self time by origin', cold.summary.byOrigin),
+    '',
+    framesTable("Cold path: gatehouse's own functions, inclusive", cold.summary.inclusive, 'inclusive ms'),
+  ].join('\n');
+  const rows: Row[] = [
+    {
+      scenario: 'profile (main thread, under the profiler)',
+      metric: 'hot path CPU per request',
+      baseline: `${fixed(base.perRequestUs, 1)} µs`,
+      gatehouse: `${fixed(hot.perRequestUs, 1)} µs`,
+      ratio: signed(hot.perRequestUs - base.perRequestUs, 1, 'µs'),
+      target: '',
+    },
+    ...diff.slice(0, 8).map((d, rank) => ({
+      scenario: 'profile: hot-path frames gatehouse adds',
+      metric: `#${rank + 1} ${d.frame}`,
+      baseline: `${d.baseline.toFixed(2)} µs`,
+      gatehouse: `${d.gatehouse.toFixed(2)} µs`,
+      ratio: signed(d.delta, 2, 'µs'),
+      target: '',
+    })),
+    { scenario: 'profile (main thread, under the profiler)', metric: 'cold-session path CPU per request', baseline: '', gatehouse: `${fixed(cold.perRequestUs, 1)} µs`, ratio: '', target: '' },
+  ];
+  return {
+    rows,
+    checks: [check('profile: load ran without errors', hot.errors + base.errors + cold.errors === 0, `${hot.errors + base.errors + cold.errors} errors/non-2xx`)],
+    data: { hotPath: trimmed(hot), bareProxy: trimmed(base), coldSession: trimmed(cold), diff },
+    markdown,
+  };
+};
+
+/** Keeps the top 40 self frames for results.json (the summary holds up to 1,000 for the comparison). */
+function trimmed(run: Profiled): Profiled {
+  return { ...run, summary: { ...run.summary, self: run.summary.self.slice(0, 40) } };
+}
+
+async function profileCold(cast: Cast, mode: Mode, flags: (dir: string) => string[]): Promise<Profiled> {
+  const sqlitePath = join(cast.dir, 'cold-profile.sqlite');
+  const seeded = await seedSessions(sqlitePath, mode.coldSessions, cast.sessionKey);
+  const dir = join(cast.dir, 'profile-cold');
+  const gateway = await cast.startGateway({ name: 'profile-cold', sqlitePath, cacheSize: mode.coldCacheSize, nodeFlags: flags(dir) });
+  try {
+    const cookies = Array.from({ length: seeded.count }, (_, i) => seeded.cookie(i));
+    return await profiled(gateway.child, gateway.url, { connections: 50, cookies }, mode, dir, 'cold-session', () => gateway.stop());
+  } finally {
+    await gateway.stop();
+  }
+}
+
+/** Warms up, loads for mode.profileSeconds, stops the process (which writes its profile) and summarizes the load window. */
+async function profiled(child: Child, url: string, shape: Shape, mode: Mode, dir: string, name: string, stop: () => Promise<void>): Promise<Profiled> {
+  if (mode.warmup > 0) await load({ ...shape, url: `${url}${SMALL_PATH}`, duration: mode.warmup });
+  const from = Number(process.hrtime.bigint() / 1000n);
+  const result = await load({ ...shape, url: `${url}${SMALL_PATH}`, duration: mode.profileSeconds, server: child });
+  const to = Number(process.hrtime.bigint() / 1000n);
+  await stop();
+  const file = readdirSync(dir).find((entry) => entry.endsWith('.cpuprofile'));
+  if (file === undefined) throw new Error(`node --cpu-prof wrote no profile into ${dir}`);
+  mkdirSync(join(ROOT, 'dist-bench'), { recursive: true });
+  copyFileSync(join(dir, file), join(ROOT, 'dist-bench', `${name}.cpuprofile`));
+  const summary = summarize(join(dir, file), ROOT, from, to, 1000);
+  return { summary, requests: result.requests, errors: result.errors, perRequestUs: (summary.busyMs * 1000) / Math.max(1, result.requests) };
+}

@@ -1,0 +1,121 @@
+import { signIn } from '../../test/helpers/sign-in.js';
+import { comparePair, noErrors, pairData, type Target } from '../compare.js';
+import { median } from '../load.js';
+import { fixed, mib, MIB, ratio, type Row, type Scenario } from '../scenario.js';
+import { download, upload, type Transfer } from '../transfer.js';
+import { expectStatus } from '../users.js';
+
+/**
+ * Streaming through the gateway beside the bare proxy: 1 MiB responses at 10
+ * connections, one large download and one large upload (1 GiB and 256 MiB in
+ * the full run), A B A B. Targets: MiB/s ≥ 1.0 × the bare proxy, and the
+ * gateway's RSS may grow by less than 64 MiB over the whole scenario.
+ */
+export const streaming: Scenario = async ({ mode, cast, progress }) => {
+  const gateway = await cast.startGateway({ name: 'streaming' });
+  try {
+    const { cookie } = await signIn(gateway.url, { user: 'alice' });
+    await expectStatus(`${gateway.url}/large?bytes=1024`, cookie);
+    const baseline: Target = { url: cast.baselineUrl, child: cast.baseline };
+    const gatehouse: Target = { url: gateway.url, child: gateway.child };
+    const rssBefore = gateway.child.rss();
+    const peakReset = gateway.child.resetPeak();
+    const baselineBefore = cast.baseline.rss();
+
+    progress('streaming: 1 MiB responses, 10 connections');
+    const pair = await comparePair(mode, `/large?bytes=${MIB}`, { connections: 10, headers: { cookie } }, baseline, gatehouse);
+    const name = 'streaming';
+    const rows: Row[] = [throughputRow(`${name}: 1 MiB responses, 10 conns`, pair.baseline.bytesPerSecond, pair.gatehouse.bytesPerSecond)];
+    rows.push(cpuRow(`${name}: 1 MiB responses, 10 conns`, { baseline: pair.baseline.cpuPerRequestUs, gatehouse: pair.gatehouse.cpuPerRequestUs }));
+    rows.push({
+      scenario: `${name}: 1 MiB responses, 10 conns`,
+      metric: 'server core busy',
+      baseline: `${fixed(pair.baseline.serverBusy * 100)} %`,
+      gatehouse: `${fixed(pair.gatehouse.serverBusy * 100)} %`,
+      ratio: '',
+      target: '',
+    });
+    // Large transfers run code paths the 1 MiB responses did not warm (big uploads above all).
+    const warmBytes = Math.min(64 * MIB, mode.downloadBytes, mode.uploadBytes);
+    for (const target of [baseline, gatehouse]) {
+      await download(`${target.url}/large?bytes=${warmBytes}`, cookie, warmBytes);
+      await upload(`${target.url}/upload`, cookie, warmBytes);
+    }
+
+    progress(`streaming: ${mib(mode.downloadBytes)} download`);
+    const downloads = await transfers(mode.rounds, (target) => download(`${target.url}/large?bytes=${mode.downloadBytes}`, cookie, mode.downloadBytes), baseline, gatehouse);
+    rows.push(throughputRow(`${name}: ${mib(mode.downloadBytes)} download`, downloads.baseline, downloads.gatehouse));
+    rows.push(cpuRow(`${name}: ${mib(mode.downloadBytes)} download`, downloads.cpuPerMiBUs));
+    progress(`streaming: ${mib(mode.uploadBytes)} upload`);
+    const uploads = await transfers(mode.rounds, (target) => upload(`${target.url}/upload`, cookie, mode.uploadBytes), baseline, gatehouse);
+    rows.push(throughputRow(`${name}: ${mib(mode.uploadBytes)} upload`, uploads.baseline, uploads.gatehouse));
+    rows.push(cpuRow(`${name}: ${mib(mode.uploadBytes)} upload`, uploads.cpuPerMiBUs));
+
+    const rssAfter = gateway.child.rss();
+    const peak = peakReset ? gateway.child.peakRss() : undefined;
+    const growth = rssAfter - rssBefore;
+    rows.push({
+      scenario: `${name}: gateway memory`,
+      metric: 'RSS growth (before → after)',
+      baseline: `${mib(baselineBefore)} → ${mib(cast.baseline.rss())}`,
+      gatehouse: `${mib(rssBefore)} → ${mib(rssAfter)} (+${mib(growth)})${peak === undefined ? '' : `, peak ${mib(peak)}`}`,
+      ratio: '',
+      target: '< 64 MiB',
+      met: growth < 64 * MIB,
+    });
+    return {
+      rows,
+      // A download or upload that loses a byte throws, which fails the scenario.
+      checks: [noErrors(`${name}: 1 MiB responses`, pair)],
+      data: { responses1MiB: pairData(pair), downloads, uploads, rss: { before: rssBefore, after: rssAfter, peak } },
+    };
+  } finally {
+    await gateway.stop();
+  }
+};
+
+type Measured = Transfer & { cpuPerMiBUs: number };
+
+/** `rounds` transfers through each target, A B A B; medians of bytes per second and of the proxy's CPU per MiB. */
+async function transfers(rounds: number, run: (target: Target) => Promise<Transfer>, a: Target, b: Target) {
+  const measure = async (target: Target): Promise<Measured> => {
+    const before = target.child.cpuSeconds();
+    const transfer = await run(target);
+    return { ...transfer, cpuPerMiBUs: ((target.child.cpuSeconds() - before) / (transfer.bytes / MIB)) * 1e6 };
+  };
+  const roundsA: Measured[] = [];
+  const roundsB: Measured[] = [];
+  for (let round = 0; round < rounds; round += 1) {
+    roundsA.push(await measure(a));
+    roundsB.push(await measure(b));
+  }
+  return {
+    baseline: median(roundsA.map((t) => t.bytesPerSecond)),
+    gatehouse: median(roundsB.map((t) => t.bytesPerSecond)),
+    cpuPerMiBUs: { baseline: median(roundsA.map((t) => t.cpuPerMiBUs)), gatehouse: median(roundsB.map((t) => t.cpuPerMiBUs)) },
+    rounds: { baseline: roundsA, gatehouse: roundsB },
+  };
+}
+
+function cpuRow(scenario: string, cpu: { baseline: number; gatehouse: number }): Row {
+  return {
+    scenario,
+    metric: 'server CPU per MiB',
+    baseline: `${fixed(cpu.baseline)} µs`,
+    gatehouse: `${fixed(cpu.gatehouse)} µs`,
+    ratio: ratio(cpu.gatehouse / cpu.baseline),
+    target: '',
+  };
+}
+
+function throughputRow(scenario: string, baseline: number, gatehouse: number): Row {
+  return {
+    scenario,
+    metric: 'MiB/s',
+    baseline: fixed(baseline / MIB, 1),
+    gatehouse: fixed(gatehouse / MIB, 1),
+    ratio: ratio(gatehouse / baseline),
+    target: '≥ 1.00 ×',
+    met: gatehouse >= baseline,
+  };
+}
