@@ -93,7 +93,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
         route,
         status: reply.statusCode,
         ms: Math.round(reply.elapsedTime * 10) / 10,
-        ...(request.userId === undefined ? {} : { user: request.userId }),
+        ...(request.userId === undefined ? {} : { userId: request.userId }),
         ...(request.upstreamSeconds < 0 ? {} : { upstreamMs: Math.round(request.upstreamSeconds * 10_000) / 10 }),
       },
       'request completed',

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import pino, { type DestinationStream, type Logger } from 'pino';
 import type { FastifyRequest } from 'fastify';
 
@@ -5,7 +6,8 @@ import type { FastifyRequest } from 'fastify';
  * JSON logs without secrets. Requests are logged by path only: a query
  * string may carry an authorization code or state, and headers carry cookies
  * and tokens, so neither is ever serialized. Redaction is a second guard
- * with explicit paths (wildcards cost on every line).
+ * with explicit paths (wildcards cost on every line). A `userId` is logged
+ * as a pseudonym: the same user always gets the same `userHash(id)`.
  */
 export function createLogger(level: string, destination?: DestinationStream): Logger {
   return pino(
@@ -19,6 +21,7 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
       serializers: {
         req: serializeRequest,
         err: pino.stdSerializers.err,
+        userId: userHash,
       },
     },
     destination,
@@ -28,4 +31,9 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
 function serializeRequest(request: FastifyRequest): Record<string, unknown> {
   const query = request.url.indexOf('?');
   return { method: request.method, path: query < 0 ? request.url : request.url.slice(0, query) };
+}
+
+/** The first 16 characters of the base64url SHA-256 of a user id: joins a user's log lines without naming the user. */
+export function userHash(userId: string): string {
+  return createHash('sha256').update(userId).digest('base64url').slice(0, 16);
 }

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { startHarness } from '../helpers/harness.js';
 import { signIn } from '../helpers/sign-in.js';
+import { userHash } from '../../src/logger.js';
 
 t.test('one access-log line per request, and the request id reaches the upstream', async (t) => {
   const h = await startHarness();
@@ -16,7 +17,8 @@ t.test('one access-log line per request, and the request id reaches the upstream
 
   const lines = h.logs.filter((line) => line.msg === 'request completed');
   const proxied = lines.find((line) => line.reqId === 'trace-42.a');
-  t.match(proxied, { method: 'GET', path: '/api/headers', route: 'proxy', status: 200, user: 'alice' });
+  t.match(proxied, { method: 'GET', path: '/api/headers', route: 'proxy', status: 200, userId: userHash('alice') });
+  t.notOk(h.logs.some((line) => line.userId === 'alice'), 'the user id itself is never logged');
   t.type(proxied?.upstreamMs, 'number', 'upstream time is logged');
   t.type(proxied?.ms, 'number', 'total time is logged');
   t.ok(lines.some((line) => line.reqId === madeId), 'the generated id is the one logged');
@@ -25,5 +27,5 @@ t.test('one access-log line per request, and the request id reaches the upstream
   await fetch(`${h.url}/api/me`);
   const refused = h.logs.filter((line) => line.msg === 'request completed' && line.status === 401);
   t.equal(refused.length, 1, 'a refused request is logged too');
-  t.notOk('user' in refused[0]! || 'upstreamMs' in refused[0]!, 'without a user or an upstream time');
+  t.notOk('userId' in refused[0]! || 'upstreamMs' in refused[0]!, 'without a user or an upstream time');
 });
