@@ -84,7 +84,8 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   await app.register(errorsPlugin);
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.config.routeClass ?? 'proxy';
-    metrics.requests.inc({ route, status: reply.statusCode });
+    metrics.countRequest(route, reply.statusCode, reply.elapsedTime / 1000);
+    if (!logger.isLevelEnabled('info')) return;
     const query = request.url.indexOf('?');
     request.log.info(
       {

@@ -27,12 +27,40 @@ export class Metrics {
     labelNames: ['result'] as const,
     registers: [this.registry],
   });
+  readonly requestDuration = new Histogram({
+    name: 'gatehouse_http_request_duration_seconds',
+    help: 'Time from receiving a request to sending the last byte of its response, by route class',
+    labelNames: ['route'] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [this.registry],
+  });
   readonly upstreamDuration = new Histogram({
     name: 'gatehouse_upstream_request_duration_seconds',
     help: 'Time from sending a request upstream to its response headers',
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [this.registry],
   });
+
+  /** Label children by `route status`, so that counting a request does not hash its labels every time. */
+  readonly #requestCounters = new Map<string, { inc(): void }>();
+  readonly #requestTimers = new Map<string, { observe(value: number): void }>();
+
+  /** Counts one answered request and its duration. */
+  countRequest(route: RouteClass, status: number, seconds: number): void {
+    const key = `${route} ${status}`;
+    let counter = this.#requestCounters.get(key);
+    if (counter === undefined) {
+      counter = this.requests.labels(route, String(status));
+      this.#requestCounters.set(key, counter);
+    }
+    counter.inc();
+    let timer = this.#requestTimers.get(route);
+    if (timer === undefined) {
+      timer = this.requestDuration.labels(route);
+      this.#requestTimers.set(route, timer);
+    }
+    timer.observe(seconds);
+  }
 
   /** @param countSessions the store-wide session count; without it the gauge is absent (SPEC §8) */
   constructor(countSessions?: () => Promise<number>) {

@@ -61,6 +61,10 @@ t.test('metrics count requests by route class and status, logins, refreshes, ups
   t.equal(valueOf(samples, 'gatehouse_logins_total', { result: 'ok' }), 2);
   t.equal(valueOf(samples, 'gatehouse_token_refreshes_total', { result: 'ok' }), h.as.grants.refreshToken, 'one ok per refresh grant');
 
+  t.equal(valueOf(samples, 'gatehouse_http_request_duration_seconds_count', { route: 'proxy' }), 3, 'request durations by route class');
+  t.equal(valueOf(samples, 'gatehouse_http_request_duration_seconds_count', { route: 'login' }), 2);
+  t.ok((valueOf(samples, 'gatehouse_http_request_duration_seconds_sum', { route: 'callback' }) ?? 0) > 0);
+
   const upstreamRequests = h.upstream.received.length;
   t.equal(upstreamRequests, 2);
   t.equal(valueOf(samples, 'gatehouse_upstream_request_duration_seconds_count'), upstreamRequests, 'one observation per upstream request');
