@@ -39,6 +39,7 @@ t.test('every key not given takes the default of SPEC §3', async (t) => {
     tokens: { refreshSkew: 30, defaultLifetime: 300 },
     paths: { login: '/login', callback: '/callback', logout: '/logout', session: '/session' },
     csrf: { allowedOrigins: [] },
+    rateLimit: { max: 60, window: 60 },
   });
   for (const key of ['authorizationEndpoint', 'tokenEndpoint', 'userinfoEndpoint', 'revocationEndpoint', 'endSessionEndpoint'] as const) {
     t.notOk(key in config.provider, `provider.${key} has no default`);
