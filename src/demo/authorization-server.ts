@@ -1,6 +1,6 @@
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer } from 'node:http';
+import { closeServer, listen } from './listen.js';
 
 import Provider, {
   type Account,
@@ -253,26 +253,4 @@ function countGrants(provider: Provider): GrantCounters {
     if (ctx.oidc.params?.grant_type === 'refresh_token') grants.refreshTokenErrors += 1;
   });
   return grants;
-}
-
-async function listen(server: Server, host: string, port: number): Promise<string> {
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const address = server.address() as AddressInfo;
-  const hostname = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-  return `http://${hostname}:${address.port}`;
-}
-
-function closeServer(server: Server): Promise<void> {
-  if (!server.listening) return Promise.resolve();
-  return new Promise((resolve, reject) => {
-    server.close((err) => (err ? reject(err) : resolve()));
-    // Keep-alive sockets would hold close() open until they time out.
-    server.closeAllConnections();
-  });
 }

@@ -1,5 +1,5 @@
-import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import { closeServer, listen } from './listen.js';
 
 /** Options of {@link startUpstream}. */
 export interface UpstreamOptions {
@@ -265,26 +265,4 @@ function sendJson(res: ServerResponse, status: number, body: unknown): void {
 
 function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (char) => `&#${char.charCodeAt(0)};`);
-}
-
-async function listen(server: Server, host: string, port: number): Promise<string> {
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const address = server.address() as AddressInfo;
-  const hostname = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-  return `http://${hostname}:${address.port}`;
-}
-
-function closeServer(server: Server): Promise<void> {
-  if (!server.listening) return Promise.resolve();
-  return new Promise((resolve, reject) => {
-    server.close((err) => (err ? reject(err) : resolve()));
-    // Keep-alive sockets would hold close() open until they time out.
-    server.closeAllConnections();
-  });
 }
