@@ -25,6 +25,15 @@ declare module 'fastify' {
  */
 const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'proxy-authorization', 'expect'];
 
+/** Deletes the hop-by-hop headers, those the Connection header names first (RFC 9110 §7.6.1). */
+function deleteHopByHop(headers: IncomingHttpHeaders): void {
+  const connection = headers.connection;
+  if (connection !== undefined) {
+    for (const name of connection.split(',')) delete headers[name.trim().toLowerCase()];
+  }
+  for (const name of HOP_BY_HOP) delete headers[name];
+}
+
 /**
  * Every path that is not the gateway's own goes to `upstream` with the
  * user's access token (SPEC §5). The preHandler is the hot path: CSRF check,
@@ -55,7 +64,7 @@ export const proxyPlugin = fp(
     }
 
     function rewriteRequestHeaders(request: FastifyRequest, headers: IncomingHttpHeaders): IncomingHttpHeaders {
-      for (const name of HOP_BY_HOP) delete headers[name];
+      deleteHopByHop(headers);
       headers.authorization = `Bearer ${request.upstreamToken}`;
       headers['x-request-id'] = request.id;
       const cookie = headers.cookie === undefined ? undefined : cookies.stripOwn(headers.cookie);
@@ -77,7 +86,7 @@ export const proxyPlugin = fp(
     function rewriteHeaders(headers: IncomingHttpHeaders, request: FastifyRequest): OutgoingHttpHeaders {
       request.upstreamSeconds = Number(process.hrtime.bigint() - request.upstreamStart) / 1e9;
       metrics.upstreamDuration.observe(request.upstreamSeconds);
-      for (const name of HOP_BY_HOP) delete headers[name];
+      deleteHopByHop(headers);
       const setCookie = headers['set-cookie'];
       if (setCookie !== undefined) headers['set-cookie'] = cookies.filterSetCookie(setCookie);
       return headers;
@@ -88,6 +97,9 @@ export const proxyPlugin = fp(
       reply.send(gatehouseError('GH_ERR_UPSTREAM_UNAVAILABLE', { cause: error }));
     }
 
+    // Fastify's own text/plain parser would buffer such bodies, and refuse any over
+    // its 1 MiB bodyLimit with 413; @fastify/http-proxy streams every other type (SPEC §5).
+    fastify.removeContentTypeParser('text/plain');
     await fastify.register(httpProxy, {
       upstream: config.upstream,
       prefix: '/',

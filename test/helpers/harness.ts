@@ -6,15 +6,15 @@ import { Writable } from 'node:stream';
 import { loadConfig } from '../../src/config/load.js';
 import { createLogger } from '../../src/logger.js';
 import { startGateway, type RunningGateway } from '../../src/server.js';
-import { startAuthorizationServer, type AuthorizationServer } from '../../src/demo/authorization-server.js';
+import { startAuthorizationServer, type AuthorizationServer, type AuthorizationServerOptions } from '../../src/demo/authorization-server.js';
 import { startUpstream, type Upstream } from '../../src/demo/upstream.js';
 import { SwitchableProxy } from './switchable-proxy.js';
 
 export const CLIENT_ID = 'gatehouse-test';
 
 export interface HarnessOptions {
-  /** Seconds the AS gives access tokens (default 60). */
-  accessTokenTtl?: number;
+  /** Seconds the AS gives access tokens (default 60), or oidc-provider's TTL function (e.g. by `ctx.oidc.params.grant_type`). */
+  accessTokenTtl?: AuthorizationServerOptions['accessTokenTtl'];
   rotateRefreshTokens?: boolean;
   issueRefreshTokens?: boolean;
   authMethod?: 'client_secret_post' | 'client_secret_basic' | 'none';
