@@ -2,6 +2,8 @@ import { mkdirSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import Keyv from 'keyv';
 import KeyvSqlite from '@keyv/sqlite';
+import type { CacheInvalidation } from './invalidation.js';
+import { openRedis } from './redis-backend.js';
 
 /** Prefix of every key gatehouse writes, so a store can be shared with other data. */
 export const NAMESPACE = 'gatehouse';
@@ -15,15 +17,25 @@ export interface Backend {
   count?: (prefix: string) => Promise<number>;
   /** Deletes expired entries that were never read again. */
   sweep?: () => Promise<void>;
+  /** Atomically records `key` for `ttlMs`; true the first time only, whichever replica asks. */
+  claimOnce?: (key: string, ttlMs: number) => Promise<boolean>;
+  /** Takes the lock `name` shared by every replica, waiting for it; resolves to its release. */
+  lock?: (name: string) => Promise<() => Promise<void>>;
+  /** Tells the in-process cache what other replicas changed. */
+  invalidation?: CacheInvalidation;
+  /** Releases what `keyv.disconnect()` does not (other connections, timers). */
+  close?: () => Promise<void>;
 }
 
 /**
- * Opens the backend named by `session.store`: `memory://` or
- * `sqlite://PATH` (relative to `cwd`; `sqlite:///abs` is absolute).
+ * Opens the backend named by `session.store`: `memory://`,
+ * `sqlite://PATH` (relative to `cwd`; `sqlite:///abs` is absolute), or
+ * `redis://` / `rediss://` shared by several replicas.
  */
 export async function openBackend(url: string, cwd: string): Promise<Backend> {
   if (url.startsWith('memory:')) return openMemory();
   if (url.startsWith('sqlite:')) return openSqlite(sqlitePath(url, cwd));
+  if (url.startsWith('redis:') || url.startsWith('rediss:')) return openRedis(url, NAMESPACE);
   throw new Error(`session.store: ${url.split(':')[0]} stores are not supported by this build`);
 }
 

@@ -8,6 +8,10 @@ export interface SessionRecord {
   userId: string;
   /** Absolute end of the session, ms since the epoch. */
   expiresAt: number;
+  /** The ID token's `sid` (the authorization server's session), for back-channel logout. */
+  sid?: string;
+  /** Last recorded use, ms since the epoch, for `session.idleTimeout` (written at most every tenth of it). */
+  seenAt?: number;
 }
 
 /** Everything the gateway holds for one user; shared by all of the user's sessions. */
@@ -29,6 +33,12 @@ export interface TokenRecord {
 /** How long the store may stay silent before it counts as unreachable for /readyz. */
 export const STORE_FRESHNESS_MS = 5000;
 const PING_INTERVAL_MS = 2000;
+/**
+ * A backend call without an answer after this long fails as the store being
+ * unavailable: a hung store (a paused Redis, say) must give 503s, not hang
+ * requests. node-redis's command timeout does not cover a command already sent.
+ */
+const CALL_TIMEOUT_MS = 2000;
 const SWEEP_INTERVAL_MS = 10 * 60 * 1000;
 
 type Cached = { kind: 'session'; record: SessionRecord } | { kind: 'tokens'; record: TokenRecord };
@@ -48,6 +58,8 @@ export class SessionStore {
   readonly #timers: NodeJS.Timeout[] = [];
   #available = true;
   #lastAnswer = Date.now();
+  /** Bumped by every invalidation from another replica: a read that overlapped one is not cached. */
+  #generation = 0;
 
   constructor(backend: Backend, sealer: Sealer, cacheSize: number) {
     this.#backend = backend;
@@ -55,6 +67,11 @@ export class SessionStore {
     this.#cache = new LRUCache({ max: cacheSize });
     this.#timers.push(setInterval(() => void this.ping(), PING_INTERVAL_MS).unref());
     if (backend.sweep) this.#timers.push(setInterval(() => void this.#call(backend.sweep!).catch(() => {}), SWEEP_INTERVAL_MS).unref());
+    backend.invalidation?.listen((key) => {
+      this.#generation += 1;
+      if (key === undefined) this.#cache.clear();
+      else this.#cache.delete(key);
+    });
   }
 
   /** Whether the backend answered within the last STORE_FRESHNESS_MS. */
@@ -73,11 +90,12 @@ export class SessionStore {
    */
   async getSession(hash: string, now = Date.now()): Promise<SessionRecord | null> {
     this.#assertAvailable();
-    const cached = this.#cache.get(`s:${hash}`);
+    const cached = this.#cached(`s:${hash}`);
     if (cached?.kind === 'session') return cached.record.expiresAt > now ? cached.record : null;
+    const generation = this.#generation;
     const record = (await this.#call(() => this.#backend.keyv.get(`s:${hash}`))) as SessionRecord | undefined;
     if (!record || record.expiresAt <= now) return null;
-    this.#cache.set(`s:${hash}`, { kind: 'session', record });
+    if (generation === this.#generation) this.#cache.set(`s:${hash}`, { kind: 'session', record });
     return record;
   }
 
@@ -95,14 +113,15 @@ export class SessionStore {
   async getTokens(userId: string, fromBackend = false): Promise<TokenRecord | null> {
     this.#assertAvailable();
     if (!fromBackend) {
-      const cached = this.#cache.get(`t:${userId}`);
+      const cached = this.#cached(`t:${userId}`);
       if (cached?.kind === 'tokens') return cached.record;
     }
+    const generation = this.#generation;
     const sealed = (await this.#call(() => this.#backend.keyv.get(`t:${userId}`))) as string | undefined;
     const plaintext = sealed === undefined ? undefined : this.#sealer.unseal(sealed, `tokens:${userId}`);
     if (plaintext === undefined) return null;
     const record = JSON.parse(plaintext) as TokenRecord;
-    this.#cache.set(`t:${userId}`, { kind: 'tokens', record });
+    if (generation === this.#generation) this.#cache.set(`t:${userId}`, { kind: 'tokens', record });
     return record;
   }
 
@@ -124,6 +143,8 @@ export class SessionStore {
    * single-use values such as an OAuth `state` (RFC 9700 §4.7.1).
    */
   async claimOnce(key: string, ttlMs: number): Promise<boolean> {
+    const claim = this.#backend.claimOnce;
+    if (claim) return this.#call(() => claim(`u:${key}`, ttlMs));
     return this.withLock(`claim:${key}`, async () => {
       const seen = await this.#call(() => this.#backend.keyv.get(`u:${key}`));
       if (seen !== undefined) return false;
@@ -133,12 +154,16 @@ export class SessionStore {
   }
 
   /**
-   * Runs `task` while holding the lock named `name` in this process, so
-   * read-modify-write of one user's record never interleaves.
+   * Runs `task` while holding the lock named `name` in this process (and, on
+   * a shared backend, across every replica), so read-modify-write of one
+   * user's record never interleaves.
    */
   async withLock<T>(name: string, task: () => Promise<T>): Promise<T> {
+    const shared = this.#backend.lock;
+    // Waiting for another replica's lock is not a hung store: the backend bounds that wait itself.
+    const guarded = shared ? () => this.#call(() => shared(name), Infinity).then((release) => task().finally(() => release().catch(() => {}))) : task;
     const previous = this.#locks.get(name) ?? Promise.resolve();
-    const current = previous.then(task, task);
+    const current = previous.then(guarded, guarded);
     const settled = current.catch(() => {});
     this.#locks.set(name, settled);
     try {
@@ -146,6 +171,27 @@ export class SessionStore {
     } finally {
       if (this.#locks.get(name) === settled) this.#locks.delete(name);
     }
+  }
+
+  /**
+   * Points `name` at a user id for `ttlMs`: how a back-channel logout token's
+   * `sid` or `sub` finds the user. `name` must already be a hash of those.
+   */
+  async saveLink(name: string, userId: string, ttlMs: number): Promise<void> {
+    await this.#call(() => this.#backend.keyv.set(`l:${name}`, userId, ttlMs));
+  }
+
+  /** The user id `name` points at, or null. Never cached: links are rare reads. */
+  async getLink(name: string): Promise<string | null> {
+    this.#assertAvailable();
+    const userId = (await this.#call(() => this.#backend.keyv.get(`l:${name}`))) as string | undefined;
+    return typeof userId === 'string' ? userId : null;
+  }
+
+  /** Deletes expired entries the backend keeps until read (it also runs every 10 minutes by itself). */
+  async sweep(): Promise<void> {
+    const sweep = this.#backend.sweep;
+    if (sweep) await this.#call(sweep);
   }
 
   /** Store-wide number of live sessions, where the backend can count them. */
@@ -166,16 +212,22 @@ export class SessionStore {
 
   async close(): Promise<void> {
     for (const timer of this.#timers) clearInterval(timer);
+    await this.#backend.close?.();
     await this.#backend.keyv.disconnect();
+  }
+
+  /** A cache entry, unless another replica's changes may have been missed (then every read goes to the backend). */
+  #cached(key: string): Cached | undefined {
+    return this.#backend.invalidation?.live === false ? undefined : this.#cache.get(key);
   }
 
   #assertAvailable(): void {
     if (!this.#available) throw gatehouseError('GH_ERR_STORE_UNAVAILABLE');
   }
 
-  async #call<T>(operation: () => Promise<T>): Promise<T> {
+  async #call<T>(operation: () => Promise<T>, timeoutMs = CALL_TIMEOUT_MS): Promise<T> {
     try {
-      const result = await operation();
+      const result = await withTimeout(operation(), timeoutMs);
       this.#available = true;
       this.#lastAnswer = Date.now();
       return result;
@@ -185,4 +237,13 @@ export class SessionStore {
       throw gatehouseError('GH_ERR_STORE_UNAVAILABLE', { cause });
     }
   }
+}
+
+function withTimeout<T>(pending: Promise<T>, timeoutMs: number): Promise<T> {
+  if (timeoutMs === Infinity) return pending;
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(`the store did not answer within ${timeoutMs} ms`)), timeoutMs);
+  });
+  return Promise.race([pending, expired]).finally(() => clearTimeout(timer));
 }

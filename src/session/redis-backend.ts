@@ -1,0 +1,138 @@
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import Keyv from 'keyv';
+import KeyvRedis, { createClient } from '@keyv/redis';
+import type { RedisClientType } from '@redis/client';
+import type { Backend } from './backend.js';
+import { RedisInvalidation } from './invalidation.js';
+
+/** A command that gets no answer within this long fails (a hung Redis must not hang requests). */
+const COMMAND_TIMEOUT_MS = 2000;
+const CONNECT_TIMEOUT_MS = 2000;
+/** How long start-up waits for Redis before listening anyway (requests get 503 until it answers). */
+const START_WAIT_MS = 2000;
+/**
+ * A lock outlives its holder's crash by at most this long. It must exceed a
+ * refresh (token request, default timeout 10 s, plus two writes): a lock that
+ * expired mid-refresh would let another replica spend the same refresh token.
+ */
+const LOCK_TTL_MS = 30_000;
+/** A request gives up waiting for a lock after this long (503). */
+const LOCK_WAIT_MS = 30_000;
+const LOCK_POLL_MAX_MS = 50;
+/** Deletes the lock only if it still holds our token: an expired lock taken over by another replica is not ours to release. */
+const RELEASE_SCRIPT = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+/** Store keys of sessions start with this; they are also counted in the sessions ZSET. */
+const SESSION_PREFIX = 's:';
+
+/**
+ * Reconnects after 50 ms, doubling up to 2 s, with jitter so that replicas do
+ * not reconnect in lockstep; never gives up (SPEC §6: reconnects by itself).
+ */
+export function reconnectDelay(retries: number): number {
+  return Math.min(50 * 2 ** retries, 2000) + Math.floor(Math.random() * 50);
+}
+
+/**
+ * The @keyv/redis adapter, with every write and delete sent in one MULTI with
+ * its side effects: the invalidation message for the other replicas' caches
+ * and, for sessions, the ZSET entry that lets every replica count them.
+ */
+class CoherentRedisAdapter extends KeyvRedis<string> {
+  readonly #redis: RedisClientType;
+  readonly #invalidation: RedisInvalidation;
+  readonly #sessions: string;
+
+  constructor(client: RedisClientType, invalidation: RedisInvalidation, sessionsKey: string) {
+    super(client, { throwOnErrors: true, throwOnConnectError: true });
+    this.#redis = client;
+    this.#invalidation = invalidation;
+    this.#sessions = sessionsKey;
+  }
+
+  override async set(key: string, value: string, ttl?: number): Promise<void> {
+    // As in @keyv/redis, no ttl (or 0) means no expiry; one already past expires at once rather than failing the command.
+    const px = ttl ? Math.max(1, Math.ceil(ttl)) : undefined;
+    const multi = this.#redis.multi();
+    multi.set(this.createKeyPrefix(key, this.namespace), value, px === undefined ? undefined : { expiration: { type: 'PX', value: px } });
+    if (key.startsWith(SESSION_PREFIX)) multi.zAdd(this.#sessions, { score: Date.now() + (px ?? Number.MAX_SAFE_INTEGER), value: key.slice(SESSION_PREFIX.length) });
+    multi.publish(this.#invalidation.channel, this.#invalidation.message(key));
+    await multi.exec();
+  }
+
+  override async delete(key: string): Promise<boolean> {
+    const multi = this.#redis.multi();
+    multi.del(this.createKeyPrefix(key, this.namespace));
+    if (key.startsWith(SESSION_PREFIX)) multi.zRem(this.#sessions, key.slice(SESSION_PREFIX.length));
+    multi.publish(this.#invalidation.channel, this.#invalidation.message(key));
+    const [deleted] = await multi.exec();
+    return Number(deleted) > 0;
+  }
+}
+
+/**
+ * Opens a shared Redis backend (`redis://[[USER]:PASSWORD@]HOST:PORT/DB`,
+ * `rediss://` for TLS). Commands fail at once while the connection is down
+ * (no offline queue) so requests get 503 instead of hanging, and the client
+ * reconnects by itself. Keys are `NAMESPACE:…` and expire with what they hold.
+ */
+export async function openRedis(url: string, namespace: string): Promise<Backend> {
+  const client: RedisClientType = createClient({
+    url,
+    disableOfflineQueue: true,
+    commandOptions: { timeout: COMMAND_TIMEOUT_MS },
+    socket: { connectTimeout: CONNECT_TIMEOUT_MS, reconnectStrategy: reconnectDelay },
+  });
+  // Failures reach the store through the rejected commands; without a listener an 'error' event would crash the process.
+  client.on('error', () => undefined);
+  const sessionsKey = `${namespace}:sessions`;
+  const invalidation = new RedisInvalidation(client, namespace);
+  const adapter = new CoherentRedisAdapter(client, invalidation, sessionsKey);
+  adapter.keyPrefixSeparator = ':';
+  const keyv = new Keyv({ store: adapter, namespace, useKeyPrefix: false, throwOnErrors: true });
+
+  // connect() keeps retrying while Redis is down; start-up waits a little, then listens anyway.
+  const connected = client.connect().then(
+    () => undefined,
+    () => undefined,
+  );
+  await Promise.all([Promise.race([connected, sleep(START_WAIT_MS, undefined, { ref: false })]), invalidation.start(START_WAIT_MS)]);
+
+  const prefixed = (key: string) => `${namespace}:${key}`;
+  return {
+    keyv,
+    shared: true,
+    invalidation,
+    count: async (prefix) => {
+      if (prefix !== SESSION_PREFIX) throw new Error(`redis backend counts sessions only, not ${prefix}`);
+      const [, live] = await client.multi().zRemRangeByScore(sessionsKey, '-inf', Date.now()).zCard(sessionsKey).exec();
+      return Number(live);
+    },
+    sweep: async () => {
+      await client.zRemRangeByScore(sessionsKey, '-inf', Date.now());
+    },
+    claimOnce: async (key, ttlMs) => {
+      const set = await client.set(prefixed(key), '1', { condition: 'NX', expiration: { type: 'PX', value: Math.max(1, Math.ceil(ttlMs)) } });
+      return set !== null;
+    },
+    lock: async (name) => {
+      const key = prefixed(`lock:${name}`);
+      const token = randomUUID();
+      const deadline = Date.now() + LOCK_WAIT_MS;
+      let pause = 5;
+      while ((await client.set(key, token, { condition: 'NX', expiration: { type: 'PX', value: LOCK_TTL_MS } })) === null) {
+        if (Date.now() >= deadline) throw new Error(`lock still held after ${LOCK_WAIT_MS} ms`);
+        await sleep(pause);
+        pause = Math.min(pause * 2, LOCK_POLL_MAX_MS);
+      }
+      return async () => {
+        await client.eval(RELEASE_SCRIPT, { keys: [key], arguments: [token] });
+      };
+    },
+    close: async () => {
+      await invalidation.close();
+      if (client.isReady) await client.close();
+      else if (client.isOpen) client.destroy();
+    },
+  };
+}
