@@ -20,6 +20,7 @@ import { loginRoute } from './routes/login.js';
 import { callbackRoute } from './routes/callback.js';
 import { logoutRoute } from './routes/logout.js';
 import { sessionRoute } from './routes/session.js';
+import { backchannelLogoutRoute } from './routes/backchannel-logout.js';
 import { buildAdmin } from './admin/server.js';
 
 export interface GatewayOptions {
@@ -105,6 +106,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   await app.register(callbackRoute);
   await app.register(logoutRoute);
   await app.register(sessionRoute);
+  await app.register(backchannelLogoutRoute);
   await app.register(proxyPlugin);
 
   const admin = await buildAdmin(context, logger);

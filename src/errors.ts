@@ -31,6 +31,7 @@ const ERROR_TABLE = {
     slug: 'too_many_requests',
     message: 'Too many sign-in requests from this address. Please wait a minute and try again.',
   },
+  GH_ERR_LOGOUT_TOKEN_INVALID: { status: 400, slug: 'invalid_request', message: 'The logout token is invalid: %s.' },
   GH_ERR_CSRF_REJECTED: { status: 403, slug: 'forbidden', message: 'Cross-site requests that change data are not allowed.' },
   GH_ERR_PROVIDER_UNAVAILABLE: {
     status: 503,

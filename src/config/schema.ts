@@ -82,6 +82,12 @@ export const ConfigSchema = Type.Object(
       cookieSameSite: oneOf(['lax', 'strict', 'none'], 'lax'),
       cookieMaxAge: duration('24h'),
       ttl: duration('24h'),
+      /**
+       * Sliding idle limit: a session not used for this long ends (0 = off).
+       * The last use is written to the store at most every tenth of it, so a
+       * session ends between 90% and 100% of idleTimeout after its last request.
+       */
+      idleTimeout: duration('0'),
       store: text('sqlite://./data/gatehouse.sqlite'),
       cacheSize: Type.Integer({ minimum: 1, default: 10000, errorMessage: 'must be a positive whole number' }),
       encryptionKeys: Type.Array(text(), {
@@ -99,6 +105,8 @@ export const ConfigSchema = Type.Object(
       callback: text('/callback'),
       logout: text('/logout'),
       session: text('/session'),
+      /** OpenID Connect Back-Channel Logout 1.0: where the authorization server POSTs logout tokens. */
+      backchannelLogout: text('/backchannel-logout'),
     }),
     csrf: section({
       /** Origins besides publicUrl's that may send unsafe requests (an SPA served elsewhere). */

@@ -21,6 +21,11 @@ export interface DemoClient {
   postLogoutRedirectUris?: string[];
   /** Defaults to `client_secret_basic` when there is a secret, else `none`. */
   authMethod?: 'client_secret_post' | 'client_secret_basic' | 'none';
+  /**
+   * Where the server POSTs logout tokens when a session ends at the server
+   * (OpenID Connect Back-Channel Logout 1.0); ID tokens then carry `sid`.
+   */
+  backchannelLogoutUri?: string;
 }
 
 /** Options of {@link startAuthorizationServer}. */
@@ -86,7 +91,7 @@ const ONE_DAY = 24 * 60 * 60;
  * Starts a real oidc-provider authorization server on loopback for the demo and
  * the tests: development login form (any login, any password; the login is the
  * `sub`), no consent step, PKCE S256 required, opaque access tokens,
- * introspection, revocation and RP-initiated logout.
+ * introspection, revocation, RP-initiated and back-channel logout.
  *
  * @example
  * const as = await startAuthorizationServer({
@@ -138,6 +143,10 @@ function buildConfiguration(
     loadExistingGrant: grantDemoScopes,
     issueRefreshToken: (_ctx, client) => issueRefreshTokens && client.grantTypeAllowed('refresh_token'),
     rotateRefreshToken: opts.rotateRefreshTokens ?? true,
+    // oidc-provider refuses outgoing requests (back-channel logout tokens) to
+    // loopback and private addresses, against SSRF. This server and every
+    // client it knows live on loopback, so that guard is dropped here only.
+    fetch: (url, init) => globalThis.fetch(url, { ...init, dispatcher: undefined } as RequestInit),
     features: {
       devInteractions: { enabled: true },
       introspection: {
@@ -148,6 +157,7 @@ function buildConfiguration(
       },
       revocation: { enabled: true, allowedPolicy: (_ctx, client, token) => token.clientId === client.clientId },
       rpInitiatedLogout: { enabled: true },
+      backchannelLogout: { enabled: true },
     },
     ttl: {
       AccessToken: opts.accessTokenTtl ?? 60,
@@ -169,6 +179,9 @@ function clientMetadata(client: DemoClient): ClientMetadata {
     token_endpoint_auth_method: client.authMethod ?? (client.clientSecret === undefined ? 'none' : 'client_secret_basic'),
     grant_types: ['authorization_code', 'refresh_token'],
     response_types: ['code'],
+    ...(client.backchannelLogoutUri === undefined
+      ? {}
+      : { backchannel_logout_uri: client.backchannelLogoutUri, backchannel_logout_session_required: true }),
   };
 }
 

@@ -28,7 +28,16 @@ export async function startDemo(env: NodeJS.ProcessEnv, logger: Logger): Promise
   const publicUrl = `http://127.0.0.1:${port}`;
   const clientSecret = randomBytes(24).toString('base64url');
   const authorizationServer = await startAuthorizationServer({
-    clients: [{ clientId: 'gatehouse-demo', clientSecret, authMethod: 'client_secret_post', redirectUris: [`${publicUrl}/callback`], postLogoutRedirectUris: [`${publicUrl}/`] }],
+    clients: [
+      {
+        clientId: 'gatehouse-demo',
+        clientSecret,
+        authMethod: 'client_secret_post',
+        redirectUris: [`${publicUrl}/callback`],
+        postLogoutRedirectUris: [`${publicUrl}/`],
+        backchannelLogoutUri: `${publicUrl}/backchannel-logout`,
+      },
+    ],
     accessTokenTtl: DEMO_ACCESS_TOKEN_TTL,
   });
   const upstream = await startUpstream({

@@ -49,12 +49,31 @@ export class TokenRefresher {
     return refresh;
   }
 
-  async #refreshUnderLock(userId: string, log: FastifyBaseLogger): Promise<TokenRecord> {
+  /**
+   * A new access token for a user whose current one, `rejected`, the
+   * upstream refused with 401 although it looked fresh (revoked at the AS,
+   * say). Single-flight like {@link fresh}; when the stored token is no
+   * longer `rejected` (another request replaced it meanwhile, on any
+   * replica), that one is returned without calling the AS. Throws as fresh() does.
+   */
+  async replace(userId: string, rejected: string, log: FastifyBaseLogger): Promise<TokenRecord> {
+    const running = this.#inFlight.get(userId);
+    if (running) {
+      this.#options.metrics.refreshes.inc({ result: 'joined' });
+      return running;
+    }
+    const refresh = this.#refreshUnderLock(userId, log, rejected).finally(() => this.#inFlight.delete(userId));
+    this.#inFlight.set(userId, refresh);
+    return refresh;
+  }
+
+  async #refreshUnderLock(userId: string, log: FastifyBaseLogger, rejected?: string): Promise<TokenRecord> {
     const { store, metrics } = this.#options;
     return store.withLock(`user:${userId}`, async () => {
       const current = await store.getTokens(userId, true);
       if (!current) throw gatehouseError('GH_ERR_SESSION_REQUIRED');
-      if (!needsRefresh(current, this.#options.refreshSkewMs, Date.now())) {
+      const stale = rejected === undefined ? needsRefresh(current, this.#options.refreshSkewMs, Date.now()) : current.accessToken === rejected;
+      if (!stale) {
         metrics.refreshes.inc({ result: 'joined' });
         return current;
       }

@@ -2,6 +2,8 @@ import fp from 'fastify-plugin';
 import httpProxy from '@fastify/http-proxy';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import type { Readable } from 'node:stream';
+import { LRUCache } from 'lru-cache';
 import { gatehouseError } from '../errors.js';
 import { createCrossSiteCheck } from '../http/csrf.js';
 import { resolveSession } from './session.js';
@@ -16,6 +18,12 @@ declare module 'fastify' {
     upstreamSeconds: number;
     /** The signed-in user's id, for the access log. */
     userId: string | undefined;
+    /** Whether an upstream 401 may be retried once with a new access token (see `onResponse`). */
+    upstreamRetryable: boolean;
+    /** The upstream path and query, kept for that retry. */
+    upstreamPath: string;
+    /** Whether this request is that retry. */
+    upstreamRetried: boolean;
   }
 }
 
@@ -24,6 +32,16 @@ declare module 'fastify' {
  * never forwarded in either direction. `expect` is answered by Node already.
  */
 const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'proxy-authorization', 'expect'];
+
+/** Methods whose request, without a body, can be sent twice: safe and bodiless (RFC 9110 §9.2.1). */
+const RETRYABLE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/** The part of @fastify/reply-from's upstream response that `onResponse` reads. */
+interface UpstreamResponse {
+  statusCode: number;
+  headers: IncomingHttpHeaders;
+  stream: Readable;
+}
 
 /** Deletes the hop-by-hop headers, those the Connection header names first (RFC 9110 §7.6.1). */
 function deleteHopByHop(headers: IncomingHttpHeaders): void {
@@ -52,6 +70,17 @@ export const proxyPlugin = fp(
     fastify.decorateRequest('upstreamStart', 0n);
     fastify.decorateRequest('upstreamSeconds', -1);
     fastify.decorateRequest('userId', undefined);
+    fastify.decorateRequest('upstreamRetryable', false);
+    fastify.decorateRequest('upstreamPath', '');
+    fastify.decorateRequest('upstreamRetried', false);
+    /**
+     * userId -> the access token that the upstream refused even right after
+     * a replacement: a path that answers 401 whatever the token must not
+     * cost a refresh on every request. Cleared once the user has another token.
+     */
+    const refusedAfterRetry = new LRUCache<string, string>({ max: config.session.cacheSize });
+    /** @fastify/http-proxy's reply options (the same object for every request), kept for the retry. */
+    let fromOptions: unknown;
 
     async function authenticate(request: FastifyRequest): Promise<void> {
       if (isCrossSite(request)) throw gatehouseError('GH_ERR_CSRF_REJECTED');
@@ -60,7 +89,53 @@ export const proxyPlugin = fp(
       request.userId = resolved.session.userId;
       const tokens = await refresher.fresh(resolved.tokens, request.log);
       request.upstreamToken = tokens.accessToken;
+      // A token issued during this very request is not worth replacing if the upstream refuses it.
+      request.upstreamRetryable =
+        tokens === resolved.tokens && RETRYABLE_METHODS.has(request.method) && !hasBody(request) && refusedAfterRetry.peek(request.userId) !== tokens.accessToken;
       request.upstreamStart = process.hrtime.bigint();
+    }
+
+    function proxyTo(request: FastifyRequest, reply: FastifyReply, dest: string, options: unknown): FastifyReply {
+      request.upstreamPath = dest;
+      fromOptions ??= options;
+      return reply.from(dest, options as Parameters<FastifyReply['from']>[1]);
+    }
+
+    /**
+     * The upstream refused a token the gateway believed fresh (revoked at the
+     * AS, say): for a bodiless GET, HEAD or OPTIONS, refresh once and send the
+     * request once more; the second answer, 401 or not, goes to the browser.
+     * Other methods get the 401 as it is: their request may have had effects
+     * and its body is already consumed.
+     */
+    function onResponse(request: FastifyRequest, reply: FastifyReply, res: UpstreamResponse): void {
+      if (res.statusCode !== 401 || !request.upstreamRetryable) {
+        if (request.upstreamRetried) {
+          if (res.statusCode === 401) refusedAfterRetry.set(request.userId!, request.upstreamToken);
+          else refusedAfterRetry.delete(request.userId!);
+        }
+        reply.send(res.stream);
+        return;
+      }
+      request.upstreamRetryable = false;
+      res.stream.destroy();
+      // reply-from copied the refused response's headers onto the reply already.
+      for (const name of Object.keys(res.headers)) reply.removeHeader(name);
+      void retryWithNewToken(request, reply);
+    }
+
+    async function retryWithNewToken(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+      request.log.info({ userId: request.userId }, 'upstream refused the access token: replacing it');
+      try {
+        const tokens = await refresher.replace(request.userId!, request.upstreamToken, request.log);
+        request.upstreamToken = tokens.accessToken;
+      } catch (err) {
+        reply.send(err);
+        return;
+      }
+      request.upstreamRetried = true;
+      request.upstreamStart = process.hrtime.bigint();
+      reply.from(request.upstreamPath, fromOptions as Parameters<FastifyReply['from']>[1]);
     }
 
     function rewriteRequestHeaders(request: FastifyRequest, headers: IncomingHttpHeaders): IncomingHttpHeaders {
@@ -105,6 +180,7 @@ export const proxyPlugin = fp(
       prefix: '/',
       config: { routeClass: 'proxy' },
       preHandler: authenticate,
+      handler: proxyTo,
       disableRequestLogging: true,
       // Only the configured upstream ever receives a token: nothing in a request chooses the host (SPEC §5).
       undici: {
@@ -114,8 +190,13 @@ export const proxyPlugin = fp(
         // @fastify/reply-from turns certificate checks off unless told: an https upstream must prove who it is.
         tls: { rejectUnauthorized: true },
       },
-      replyOptions: { rewriteRequestHeaders, rewriteHeaders, onError },
+      replyOptions: { rewriteRequestHeaders, rewriteHeaders, onError, onResponse },
     } as unknown as Parameters<typeof httpProxy>[1]);
   },
   { name: 'gatehouse-proxy', fastify: '5.x', dependencies: ['gatehouse-context', 'gatehouse-errors'] },
 );
+
+function hasBody(request: FastifyRequest): boolean {
+  const length = request.headers['content-length'];
+  return (length !== undefined && length !== '0') || request.headers['transfer-encoding'] !== undefined;
+}

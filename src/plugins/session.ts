@@ -1,6 +1,8 @@
 import type { FastifyRequest } from 'fastify';
 import { hashSessionId, isSessionIdShaped } from '../session/seal.js';
 import type { SessionRecord, TokenRecord } from '../session/store.js';
+import { endSessions } from '../session/ending.js';
+import { revokeRefreshToken } from '../oauth/revocation.js';
 
 /** A browser's live session and the token record it shares with the user's other sessions. */
 export interface ResolvedSession {
@@ -11,22 +13,52 @@ export interface ResolvedSession {
 }
 
 /**
- * Cookie -> session -> token record. Null when there is no cookie, the id
- * is unknown or expired, or the user's record no longer lists this session
- * (it was ended with all of the user's sessions). With a warm cache this is
- * one hash and two LRU lookups, no I/O.
+ * The share of `session.idleTimeout` after which a use is written to the
+ * store again: a busy session costs one write per tenth of the idle timeout,
+ * not one per request, and ends between 90% and 100% of the idle timeout
+ * after its last request (never later).
  */
-export async function resolveSession(request: FastifyRequest): Promise<ResolvedSession | null> {
-  const { store, cookies } = request.server.gatehouse;
+const IDLE_WRITE_FRACTION = 10;
+
+/**
+ * Cookie -> session -> token record. Null when there is no cookie, the id
+ * is unknown or expired, the session has been idle longer than
+ * `session.idleTimeout` (it is then ended), or the user's record no longer
+ * lists this session (it was ended with all of the user's sessions). With a
+ * warm cache this is one hash and two LRU lookups, no I/O.
+ */
+export async function resolveSession(request: FastifyRequest, now = Date.now()): Promise<ResolvedSession | null> {
+  const { store, cookies, config } = request.server.gatehouse;
   const sessionId = request.cookies[cookies.sessionName];
   if (sessionId === undefined || !isSessionIdShaped(sessionId)) return null;
   const hash = hashSessionId(sessionId);
-  const session = await store.getSession(hash);
+  let session = await store.getSession(hash, now);
   if (!session) return null;
+  const idleMs = config.session.idleTimeout * 1000;
+  if (idleMs > 0) {
+    const seenAt = session.seenAt ?? now;
+    if (now - seenAt > idleMs) {
+      await endIdleSession(request, hash, session.userId);
+      return null;
+    }
+    if (session.seenAt === undefined || now - seenAt >= idleMs / IDLE_WRITE_FRACTION) {
+      session = { ...session, seenAt: now };
+      await store.saveSession(hash, session, now);
+    }
+  }
   const tokens = await store.getTokens(session.userId);
   if (!tokens || tokens.sessions[hash] === undefined) {
     await store.deleteSession(hash);
     return null;
   }
   return { hash, session, tokens };
+}
+
+/** Ends a session that was idle too long, as a logout would: the last of the user's sessions revokes the refresh token. */
+async function endIdleSession(request: FastifyRequest, hash: string, userId: string): Promise<void> {
+  const { store, provider } = request.server.gatehouse;
+  await store.deleteSession(hash);
+  const result = await endSessions(store, userId, (candidate) => candidate === hash);
+  if (result?.lastOut && result.record.refreshToken !== undefined) await revokeRefreshToken(provider, result.record.refreshToken, request.log);
+  request.log.info({ userId }, 'idle session ended');
 }

@@ -8,6 +8,7 @@ import { identify } from '../oauth/identify.js';
 import { readTokenResponse } from '../oauth/token-set.js';
 import { continuePage, PAGE_SECURITY_POLICY } from '../http/pages.js';
 import { hashSessionId, newSessionId } from '../session/seal.js';
+import { logoutLinkName } from '../session/ending.js';
 import { sendError } from '../plugins/errors.js';
 
 /** A user's sessions beyond this many (oldest first) are ended at the next login. */
@@ -55,6 +56,7 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
     const identity = await identifyUser(request, response);
     const issued = readTokenResponse(response.tokens, response.sentAt, config.tokens.defaultLifetime);
 
+    const logoutIds = backchannelLogoutIds(response.tokens);
     const sessionId = newSessionId();
     const hash = hashSessionId(sessionId);
     const now = Date.now();
@@ -66,15 +68,34 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
       for (const old of evicted) delete sessions[old];
       // A new login replaces the user's token record; the user's other sessions share the new tokens (SPEC §6).
       await store.saveTokens({ userId: identity.userId, ...issued, claims: identity.claims, sessions: { ...sessions, [hash]: expiresAt } }, now);
-      await store.saveSession(hash, { userId: identity.userId, expiresAt }, now);
+      await store.saveSession(hash, { userId: identity.userId, expiresAt, seenAt: now, ...(logoutIds.sid === undefined ? {} : { sid: logoutIds.sid }) }, now);
       await Promise.all(evicted.map((old) => store.deleteSession(old)));
     });
+    await saveLogoutLinks(identity.userId, logoutIds, ttlMs);
     metrics.logins.inc({ result: 'ok' });
     request.log.info({ userId: identity.userId }, 'session created');
 
     cookies.setSession(reply, sessionId);
     return finish(reply, pending.returnTo);
   });
+
+  /**
+   * The ID token's `sid` and `sub`, by which a back-channel logout token names
+   * the sessions to end (OpenID Connect Back-Channel Logout 1.0 §2.4).
+   */
+  function backchannelLogoutIds(tokens: Awaited<ReturnType<typeof exchangeCode>>['tokens']): { sid?: string; sub?: string } {
+    const claims = provider.isOpenIdProvider && tokens.id_token !== undefined ? tokens.claims() : undefined;
+    return {
+      ...(typeof claims?.sid === 'string' && claims.sid.length > 0 ? { sid: claims.sid } : {}),
+      ...(typeof claims?.sub === 'string' ? { sub: claims.sub } : {}),
+    };
+  }
+
+  /** Links `sid` (and `sub`, unless it is the user id itself) to the user for as long as the session lives. */
+  async function saveLogoutLinks(userId: string, ids: { sid?: string; sub?: string }, ttl: number): Promise<void> {
+    if (ids.sid !== undefined) await store.saveLink(logoutLinkName('sid', ids.sid), userId, ttl);
+    if (ids.sub !== undefined && ids.sub !== userId) await store.saveLink(logoutLinkName('sub', ids.sub), userId, ttl);
+  }
 
   async function claimState(state: string): Promise<boolean> {
     const key = `state:${createHash('sha256').update(state).digest('base64url')}`;

@@ -2,14 +2,17 @@ import * as oidc from 'openid-client';
 import type { FastifyInstance, FastifyRequest, RawRequestDefaultExpression } from 'fastify';
 import { gatehouseError } from '../errors.js';
 import { createCrossSiteCheck } from '../http/csrf.js';
-import { describeFailure } from '../oauth/provider.js';
+import { revokeRefreshToken } from '../oauth/revocation.js';
 import { resolveSession, type ResolvedSession } from '../plugins/session.js';
+import { endSessions } from '../session/ending.js';
 
 /**
  * GET or POST /logout: ends this browser's session, revokes the refresh token
  * (RFC 7009) once no other session of the user remains, and sends the browser
  * to the AS's end-session endpoint (OpenID RP-Initiated Logout) or to `/`.
- * An unknown session still gets its cookie cleared and the redirect.
+ * With `?everywhere=1` every session of the user ends (all browsers) and the
+ * refresh token is revoked. An unknown session still gets its cookie cleared
+ * and the redirect.
  */
 export async function logoutRoute(fastify: FastifyInstance): Promise<void> {
   const { config, provider, store, cookies, basePath } = fastify.gatehouse;
@@ -29,8 +32,10 @@ export async function logoutRoute(fastify: FastifyInstance): Promise<void> {
     config: { routeClass: 'logout' },
     handler: async (request, reply) => {
       if (isCrossSite(request)) throw gatehouseError('GH_ERR_CSRF_REJECTED');
+      const everywhere = (request.query as Record<string, string | string[] | undefined>).everywhere;
+      if (Array.isArray(everywhere)) throw gatehouseError('GH_ERR_REQUEST_INVALID', { detail: 'everywhere was given more than once' });
       const resolved = await resolveSession(request);
-      const idToken = resolved ? await endSession(request, resolved) : undefined;
+      const idToken = resolved ? await endSession(request, resolved, everywhere === '1' || everywhere === 'true') : undefined;
       cookies.clearSession(reply);
       reply.header('cache-control', 'no-store');
       const endSessionEndpoint = provider.ready ? provider.configuration.serverMetadata().end_session_endpoint : undefined;
@@ -41,33 +46,19 @@ export async function logoutRoute(fastify: FastifyInstance): Promise<void> {
     },
   });
 
-  /** Removes the session from its user's record; the last one out revokes and deletes the record. Returns the ID token for the hint. */
-  async function endSession(request: FastifyRequest, resolved: ResolvedSession): Promise<string | undefined> {
+  /**
+   * Removes the session (or, `everywhere`, all of the user's) from the user's
+   * record; the last one out revokes the refresh token and deletes the
+   * record. Returns the ID token for the hint.
+   */
+  async function endSession(request: FastifyRequest, resolved: ResolvedSession, everywhere: boolean): Promise<string | undefined> {
     const { userId } = resolved.session;
-    return store.withLock(`user:${userId}`, async () => {
-      await store.deleteSession(resolved.hash);
-      const record = await store.getTokens(userId, true);
-      if (!record) return undefined;
-      const { [resolved.hash]: _ended, ...others } = record.sessions;
-      const now = Date.now();
-      if (Object.values(others).some((expiresAt) => expiresAt > now)) {
-        await store.saveTokens({ ...record, sessions: others });
-      } else {
-        await store.deleteTokens(userId);
-        if (record.refreshToken !== undefined) await revoke(request, record.refreshToken);
-      }
-      request.log.info({ userId }, 'session ended');
-      return record.idToken;
-    });
-  }
-
-  async function revoke(request: FastifyRequest, refreshToken: string): Promise<void> {
-    if (!provider.ready || provider.configuration.serverMetadata().revocation_endpoint === undefined) return;
-    try {
-      await oidc.tokenRevocation(provider.configuration, refreshToken, { token_type_hint: 'refresh_token' });
-    } catch (err) {
-      request.log.warn({ failure: describeFailure(err) }, 'refresh token revocation failed');
-    }
+    await store.deleteSession(resolved.hash);
+    const result = await endSessions(store, userId, (hash) => everywhere || hash === resolved.hash);
+    if (!result) return undefined;
+    if (result.lastOut && result.record.refreshToken !== undefined) await revokeRefreshToken(provider, result.record.refreshToken, request.log);
+    request.log.info({ userId, sessions: result.ended }, everywhere ? 'every session of the user ended' : 'session ended');
+    return result.record.idToken;
   }
 }
 

@@ -31,13 +31,14 @@ t.test('every key not given takes the default of SPEC §3', async (t) => {
       cookieSameSite: 'lax',
       cookieMaxAge: 86400,
       ttl: 86400,
+      idleTimeout: 0,
       store: 'sqlite://./data/gatehouse.sqlite',
       cacheSize: 10000,
       // the documented default [${GATEHOUSE_SESSION_KEY}], interpolated
       encryptionKeys: [KEY],
     },
     tokens: { refreshSkew: 30, defaultLifetime: 300 },
-    paths: { login: '/login', callback: '/callback', logout: '/logout', session: '/session' },
+    paths: { login: '/login', callback: '/callback', logout: '/logout', session: '/session', backchannelLogout: '/backchannel-logout' },
     csrf: { allowedOrigins: [] },
     rateLimit: { max: 60, window: 60 },
   });

@@ -15,8 +15,12 @@ export const CLIENT_ID = 'gatehouse-test';
 export interface HarnessOptions {
   /** Seconds the AS gives access tokens (default 60), or oidc-provider's TTL function (e.g. by `ctx.oidc.params.grant_type`). */
   accessTokenTtl?: AuthorizationServerOptions['accessTokenTtl'];
+  /** Seconds the AS gives refresh tokens (default one day). */
+  refreshTokenTtl?: number;
   rotateRefreshTokens?: boolean;
   issueRefreshTokens?: boolean;
+  /** Register the gateway's `/backchannel-logout` at the AS, which then POSTs logout tokens there (and puts `sid` in ID tokens). */
+  backchannelLogout?: boolean;
   authMethod?: 'client_secret_post' | 'client_secret_basic' | 'none';
   /** Extra config, merged section by section over the harness's own; a function receives the started AS. */
   config?: Record<string, unknown> | ((as: AuthorizationServer) => Record<string, unknown>);
@@ -76,9 +80,11 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
         authMethod: options.authMethod ?? 'client_secret_post',
         redirectUris: [`${publicUrl}/callback`],
         postLogoutRedirectUris: [`${publicUrl}/`],
+        ...(options.backchannelLogout ? { backchannelLogoutUri: `${publicUrl}/backchannel-logout` } : {}),
       },
     ],
     accessTokenTtl: options.accessTokenTtl ?? 60,
+    refreshTokenTtl: options.refreshTokenTtl,
     rotateRefreshTokens: options.rotateRefreshTokens,
     issueRefreshTokens: options.issueRefreshTokens,
   });

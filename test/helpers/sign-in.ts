@@ -24,12 +24,12 @@ const MAX_HOPS = 10;
  */
 export async function signIn(
   gatewayUrl: string,
-  opts: { user?: string; returnTo?: string; cookieName?: string } = {},
+  opts: { user?: string; returnTo?: string; cookieName?: string; authorizationServerJar?: CookieJar } = {},
 ): Promise<SignInResult> {
   const jar = new CookieJar();
   const { loginCookies, authorizationUrl } = await startLogin(gatewayUrl, opts);
   jar.store(gatewayUrl, loginCookies);
-  const callbackUrl = await approveAtAuthorizationServer(authorizationUrl, opts.user ?? 'alice');
+  const callbackUrl = await approveAtAuthorizationServer(authorizationUrl, opts.user ?? 'alice', opts.authorizationServerJar);
   const callback = await jar.fetch(callbackUrl);
   await callback.arrayBuffer();
   const cookieName = opts.cookieName ?? 'session_id';
@@ -71,6 +71,7 @@ export async function startLogin(
  * Drives the authorization server from the authorization URL to the client's
  * redirect_uri with a cookie jar of its own: follows its redirects and submits
  * its login form (devInteractions: fields `login` and `password`, any password).
+ * Pass `jar` to keep the AS's session cookies (for an AS-side logout later).
  * Returns the redirect_uri URL the AS sent the browser to (with `code`, `state`
  * and `iss`, or `error`) without following it.
  *
@@ -78,10 +79,9 @@ export async function startLogin(
  * const callbackUrl = await approveAtAuthorizationServer(authorizationUrl, 'bob');
  * assert.ok(callbackUrl.searchParams.get('code'));
  */
-export async function approveAtAuthorizationServer(authorizationUrl: URL, user: string): Promise<URL> {
+export async function approveAtAuthorizationServer(authorizationUrl: URL, user: string, jar = new CookieJar()): Promise<URL> {
   const redirectUri = authorizationUrl.searchParams.get('redirect_uri');
   if (redirectUri === null) throw new Error('the authorization URL has no redirect_uri');
-  const jar = new CookieJar();
   let url = authorizationUrl;
   let response = await jar.fetch(url);
   for (let hop = 0; hop < MAX_HOPS; hop += 1) {

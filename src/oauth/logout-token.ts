@@ -1,0 +1,244 @@
+import { constants, createPublicKey, verify, type KeyObject } from 'node:crypto';
+import type { Provider } from './provider.js';
+import { gatehouseError, type GatehouseError } from '../errors.js';
+
+/** The event a logout token must carry (OpenID Connect Back-Channel Logout 1.0 §2.4). */
+export const BACKCHANNEL_LOGOUT_EVENT = 'http://schemas.openid.net/event/backchannel-logout';
+/** A logout token issued longer ago than this is refused; its `jti` is remembered this long plus the skew. */
+export const LOGOUT_TOKEN_MAX_AGE_MS = 10 * 60 * 1000;
+/** Clock difference tolerated between the authorization server and the gateway. */
+export const CLOCK_SKEW_MS = 60 * 1000;
+/** A cached JWKS older than this is fetched again before use. */
+const JWKS_MAX_AGE_MS = 10 * 60 * 1000;
+/** An unknown `kid` refetches the JWKS (key rotation), but not more often than this. */
+const JWKS_REFETCH_COOLDOWN_MS = 30 * 1000;
+const MAX_TOKEN_LENGTH = 16 * 1024;
+
+/** The claims of a logout token that passed every check. */
+export interface LogoutClaims {
+  iss: string;
+  jti: string;
+  sub?: string;
+  sid?: string;
+}
+
+interface Algorithm {
+  digest: string | null;
+  /** `asymmetricKeyType` the key must have. */
+  keyTypes: readonly string[];
+  curve?: string;
+  pss?: boolean;
+}
+
+/**
+ * Asymmetric JWS algorithms only (RFC 7518 §3): `none` and the HMAC ones
+ * (keyed with the client secret, which the gateway will not accept as proof
+ * of the AS's identity) are refused.
+ */
+const ALGORITHMS: Record<string, Algorithm> = {
+  RS256: { digest: 'sha256', keyTypes: ['rsa'] },
+  RS384: { digest: 'sha384', keyTypes: ['rsa'] },
+  RS512: { digest: 'sha512', keyTypes: ['rsa'] },
+  PS256: { digest: 'sha256', keyTypes: ['rsa', 'rsa-pss'], pss: true },
+  PS384: { digest: 'sha384', keyTypes: ['rsa', 'rsa-pss'], pss: true },
+  PS512: { digest: 'sha512', keyTypes: ['rsa', 'rsa-pss'], pss: true },
+  ES256: { digest: 'sha256', keyTypes: ['ec'], curve: 'prime256v1' },
+  ES384: { digest: 'sha384', keyTypes: ['ec'], curve: 'secp384r1' },
+  ES512: { digest: 'sha512', keyTypes: ['ec'], curve: 'secp521r1' },
+  EdDSA: { digest: null, keyTypes: ['ed25519', 'ed448'] },
+  Ed25519: { digest: null, keyTypes: ['ed25519'] },
+};
+
+interface PublicJwk {
+  kid?: string;
+  alg?: string;
+  use?: string;
+  key: KeyObject;
+}
+
+/**
+ * Validates OpenID Connect Back-Channel Logout 1.0 logout tokens (§2.6):
+ * the JWS signature against the authorization server's JWKS (fetched from
+ * the discovered `jwks_uri` and cached), `iss`, `aud`, `iat`, `exp` when
+ * present, `events`, `sub` or `sid`, no `nonce`, a `jti`. Replay of the
+ * `jti` is the caller's check, done once the rest has passed, so that an
+ * invalid token cannot use up a `jti`.
+ *
+ * Only node:crypto is used: oauth4webapi's JWT validation is tied to ID
+ * tokens and RFC 9068 access tokens, whose required claims differ.
+ *
+ * @example
+ * const verifier = new LogoutTokenVerifier(provider, config.provider.clientId, 10_000);
+ * const claims = await verifier.verify(body.get('logout_token')); // throws GH_ERR_LOGOUT_TOKEN_INVALID
+ */
+export class LogoutTokenVerifier {
+  readonly #provider: Provider;
+  readonly #clientId: string;
+  readonly #timeoutMs: number;
+  #keys: PublicJwk[] = [];
+  #fetchedAt = 0;
+  #fetching: Promise<void> | undefined;
+
+  constructor(provider: Provider, clientId: string, timeoutMs: number) {
+    this.#provider = provider;
+    this.#clientId = clientId;
+    this.#timeoutMs = timeoutMs;
+  }
+
+  /**
+   * The token's claims when it is a valid logout token for this client.
+   * @throws GH_ERR_LOGOUT_TOKEN_INVALID (400) naming the first failed check;
+   *   GH_ERR_PROVIDER_UNAVAILABLE (503) when the JWKS cannot be fetched.
+   */
+  async verify(token: string, now = Date.now()): Promise<LogoutClaims> {
+    const metadata = this.#provider.configuration.serverMetadata();
+    if (!this.#provider.isOpenIdProvider || metadata.jwks_uri === undefined) throw invalid('the authorization server publishes no signing keys (jwks_uri)');
+    if (token.length > MAX_TOKEN_LENGTH) throw invalid('it is too long');
+    const parts = token.split('.');
+    if (parts.length !== 3) throw invalid('it is not a signed JWT (JWS compact serialization)');
+    const [encodedHeader, encodedPayload, encodedSignature] = parts as [string, string, string];
+    const header = decodeJson(encodedHeader, 'header');
+    const claims = decodeJson(encodedPayload, 'payload');
+
+    const alg = header.alg;
+    if (typeof alg !== 'string' || ALGORITHMS[alg] === undefined) throw invalid('its signing algorithm is not accepted');
+    if (header.crit !== undefined) throw invalid('it has critical header parameters');
+    if (header.typ !== undefined && !isLogoutType(header.typ)) throw invalid('its typ is not logout+jwt');
+    const kid = typeof header.kid === 'string' ? header.kid : undefined;
+    const signingInput = Buffer.from(`${encodedHeader}.${encodedPayload}`);
+    const signature = Buffer.from(encodedSignature, 'base64url');
+    if (!(await this.#verifySignature(metadata.jwks_uri, alg, kid, signingInput, signature, now))) throw invalid('its signature does not verify');
+
+    checkClaims(claims, metadata.issuer, this.#clientId, now);
+    return {
+      iss: claims.iss as string,
+      jti: claims.jti as string,
+      ...(typeof claims.sub === 'string' ? { sub: claims.sub } : {}),
+      ...(typeof claims.sid === 'string' ? { sid: claims.sid } : {}),
+    };
+  }
+
+  async #verifySignature(jwksUri: string, alg: string, kid: string | undefined, input: Buffer, signature: Buffer, now: number): Promise<boolean> {
+    if (now - this.#fetchedAt > JWKS_MAX_AGE_MS) await this.#refresh(jwksUri);
+    let candidates = this.#candidates(alg, kid);
+    if (candidates.length === 0 && now - this.#fetchedAt > JWKS_REFETCH_COOLDOWN_MS) {
+      await this.#refresh(jwksUri);
+      candidates = this.#candidates(alg, kid);
+    }
+    return candidates.some((jwk) => verifyWith(alg, jwk.key, input, signature));
+  }
+
+  #candidates(alg: string, kid: string | undefined): PublicJwk[] {
+    const { keyTypes, curve } = ALGORITHMS[alg]!;
+    return this.#keys.filter(
+      (jwk) =>
+        (kid === undefined || jwk.kid === kid) &&
+        (jwk.alg === undefined || jwk.alg === alg) &&
+        (jwk.use === undefined || jwk.use === 'sig') &&
+        keyTypes.includes(jwk.key.asymmetricKeyType ?? '') &&
+        (curve === undefined || jwk.key.asymmetricKeyDetails?.namedCurve === curve),
+    );
+  }
+
+  /** One JWKS fetch at a time; concurrent callers share it. */
+  async #refresh(jwksUri: string): Promise<void> {
+    this.#fetching ??= this.#fetch(jwksUri).finally(() => {
+      this.#fetching = undefined;
+    });
+    return this.#fetching;
+  }
+
+  async #fetch(jwksUri: string): Promise<void> {
+    let body: unknown;
+    try {
+      const response = await fetch(jwksUri, {
+        headers: { accept: 'application/jwk-set+json, application/json' },
+        redirect: 'error',
+        signal: AbortSignal.timeout(this.#timeoutMs),
+      });
+      if (!response.ok) throw Object.assign(new Error('jwks_uri did not answer 200'), { status: response.status });
+      body = await response.json();
+    } catch (cause) {
+      throw gatehouseError('GH_ERR_PROVIDER_UNAVAILABLE', { cause });
+    }
+    const keys = (body as { keys?: unknown } | null)?.keys;
+    if (!Array.isArray(keys)) throw gatehouseError('GH_ERR_PROVIDER_UNAVAILABLE', { cause: new TypeError('jwks_uri answered no keys array') });
+    this.#keys = keys.flatMap(importPublicJwk);
+    this.#fetchedAt = Date.now();
+  }
+}
+
+function checkClaims(claims: Record<string, unknown>, issuer: string, clientId: string, now: number): void {
+  if (claims.iss !== issuer) throw invalid('its iss is not the issuer');
+  const aud = claims.aud;
+  if (!(aud === clientId || (Array.isArray(aud) && aud.includes(clientId)))) throw invalid('its aud does not name this client');
+  const iat = claims.iat;
+  if (typeof iat !== 'number' || !Number.isFinite(iat)) throw invalid('it has no iat');
+  if (iat * 1000 > now + CLOCK_SKEW_MS) throw invalid('its iat is in the future');
+  if (iat * 1000 < now - LOGOUT_TOKEN_MAX_AGE_MS) throw invalid('it was issued too long ago (iat)');
+  // exp is required by the final specification but absent from older servers' tokens; checked when present.
+  if (claims.exp !== undefined && (typeof claims.exp !== 'number' || claims.exp * 1000 <= now - CLOCK_SKEW_MS)) throw invalid('it has expired (exp)');
+  const events = claims.events;
+  if (!isObject(events) || !isObject(events[BACKCHANNEL_LOGOUT_EVENT])) throw invalid(`its events claim has no ${BACKCHANNEL_LOGOUT_EVENT} object`);
+  const hasSub = typeof claims.sub === 'string' && claims.sub.length > 0;
+  const hasSid = typeof claims.sid === 'string' && claims.sid.length > 0;
+  if ((claims.sub !== undefined && !hasSub) || (claims.sid !== undefined && !hasSid) || !(hasSub || hasSid)) throw invalid('it names neither a sub nor a sid');
+  // §2.4: a nonce would let an ID token pass as a logout token.
+  if (claims.nonce !== undefined) throw invalid('it carries a nonce');
+  if (typeof claims.jti !== 'string' || claims.jti.length === 0) throw invalid('it has no jti');
+}
+
+function verifyWith(alg: string, key: KeyObject, input: Buffer, signature: Buffer): boolean {
+  const { digest, pss, curve } = ALGORITHMS[alg]!;
+  try {
+    if (pss) return verify(digest, input, { key, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: constants.RSA_PSS_SALTLEN_DIGEST }, signature);
+    if (curve !== undefined) return verify(digest, input, { key, dsaEncoding: 'ieee-p1363' }, signature);
+    return verify(digest, input, key, signature);
+  } catch {
+    return false;
+  }
+}
+
+/** A JWKS entry as a public KeyObject; entries that are not public signing keys are skipped. */
+function importPublicJwk(entry: unknown): PublicJwk[] {
+  if (!isObject(entry) || typeof entry.kty !== 'string' || entry.kty === 'oct' || entry.d !== undefined) return [];
+  try {
+    const key = createPublicKey({ key: entry as import('node:crypto').JsonWebKey, format: 'jwk' });
+    return [
+      {
+        key,
+        ...(typeof entry.kid === 'string' ? { kid: entry.kid } : {}),
+        ...(typeof entry.alg === 'string' ? { alg: entry.alg } : {}),
+        ...(typeof entry.use === 'string' ? { use: entry.use } : {}),
+      },
+    ];
+  } catch {
+    return [];
+  }
+}
+
+function decodeJson(part: string, name: string): Record<string, unknown> {
+  let value: unknown;
+  try {
+    value = JSON.parse(Buffer.from(part, 'base64url').toString('utf8'));
+  } catch {
+    throw invalid(`its ${name} is not base64url JSON`);
+  }
+  if (!isObject(value)) throw invalid(`its ${name} is not a JSON object`);
+  return value;
+}
+
+/** RFC 8417 / Back-Channel Logout §2.4 explicit typing, with or without the `application/` prefix. */
+function isLogoutType(typ: unknown): boolean {
+  if (typeof typ !== 'string') return false;
+  const type = typ.toLowerCase();
+  return type === 'logout+jwt' || type === 'application/logout+jwt' || type === 'jwt';
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function invalid(detail: string): GatehouseError {
+  return gatehouseError('GH_ERR_LOGOUT_TOKEN_INVALID', { detail });
+}

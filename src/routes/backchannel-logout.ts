@@ -1,0 +1,72 @@
+import { createHash } from 'node:crypto';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { gatehouseError } from '../errors.js';
+import { CLOCK_SKEW_MS, LOGOUT_TOKEN_MAX_AGE_MS, LogoutTokenVerifier, type LogoutClaims } from '../oauth/logout-token.js';
+import { endSessions, logoutLinkName } from '../session/ending.js';
+
+/** A form with one logout token is far smaller; anything larger is refused unread (413). */
+const BODY_LIMIT = 64 * 1024;
+/** A `jti` must be remembered as long as a token carrying it could still be accepted. */
+const JTI_TTL_MS = LOGOUT_TOKEN_MAX_AGE_MS + 2 * CLOCK_SKEW_MS;
+
+/**
+ * POST /backchannel-logout (OpenID Connect Back-Channel Logout 1.0): the
+ * authorization server tells the gateway that a user's session there ended.
+ * The logout token is validated in full (signature against the AS's JWKS,
+ * claims, single use of its `jti`), then the sessions it names end: those
+ * created with its `sid`, else every session of its `sub`. A server-to-server
+ * call: no cookie, no CSRF check; answers 200 (also when nothing matched),
+ * 400 `invalid_request` for a bad token.
+ */
+export async function backchannelLogoutRoute(fastify: FastifyInstance): Promise<void> {
+  const { config, provider, store } = fastify.gatehouse;
+  const verifier = new LogoutTokenVerifier(provider, config.provider.clientId, config.provider.timeout * 1000);
+  const subIsUserId = config.provider.userIdClaim === 'sub';
+
+  // §2.5: the token arrives as application/x-www-form-urlencoded; nothing else is read.
+  fastify.removeAllContentTypeParsers();
+  fastify.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: BODY_LIMIT }, (_request, body, done) => {
+    done(null, new URLSearchParams(body as string));
+  });
+
+  fastify.post(config.paths.backchannelLogout, { config: { routeClass: 'logout' } }, async (request, reply) => {
+    // §2.8: the response must not be cached.
+    reply.header('cache-control', 'no-store');
+    const tokens = request.body instanceof URLSearchParams ? request.body.getAll('logout_token') : [];
+    if (tokens.length !== 1 || tokens[0] === '') throw gatehouseError('GH_ERR_LOGOUT_TOKEN_INVALID', { detail: 'the form must carry one logout_token' });
+    let claims: LogoutClaims;
+    try {
+      claims = await verifier.verify(tokens[0]!);
+    } catch (err) {
+      request.log.info({ code: (err as { code?: string }).code }, 'logout token refused');
+      throw err;
+    }
+    const jti = createHash('sha256').update(`${claims.iss} ${claims.jti}`).digest('base64url');
+    if (!(await store.claimOnce(`jti:${jti}`, JTI_TTL_MS))) throw gatehouseError('GH_ERR_LOGOUT_TOKEN_INVALID', { detail: 'its jti was already used' });
+    await endNamedSessions(request, claims);
+    return reply.code(200).send();
+  });
+
+  // Never proxied: another method on this path is refused here rather than sent upstream.
+  fastify.route({
+    method: ['GET', 'HEAD', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'],
+    url: config.paths.backchannelLogout,
+    config: { routeClass: 'logout' },
+    handler: async () => {
+      throw gatehouseError('GH_ERR_METHOD_NOT_ALLOWED');
+    },
+  });
+
+  /** §2.7: with a `sid`, the sessions made from that AS session; with only a `sub`, every session of the user. */
+  async function endNamedSessions(request: FastifyRequest, claims: LogoutClaims): Promise<void> {
+    const bySub = claims.sub === undefined ? null : ((await store.getLink(logoutLinkName('sub', claims.sub))) ?? (subIsUserId ? claims.sub : null));
+    const userId = claims.sid === undefined ? bySub : ((await store.getLink(logoutLinkName('sid', claims.sid))) ?? bySub);
+    if (userId === null) {
+      request.log.info('back-channel logout names no known session');
+      return;
+    }
+    const sid = claims.sid;
+    const result = await endSessions(store, userId, sid === undefined ? () => true : async (hash) => (await store.getSession(hash))?.sid === sid);
+    request.log.info({ userId, sessions: result?.ended ?? 0, bySid: sid !== undefined }, 'back-channel logout');
+  }
+}
