@@ -94,7 +94,7 @@ export async function storeConformance(t: Test, url: string, cwd: string): Promi
 
   t.test('the live sessions are counted where the backend can count', async (t) => {
     const count = writer.countSessions;
-    if (!count) return t.pass('this backend does not count');
+    if (!count) return t.equal(writer.shared, false, 'only a single-replica backend may leave the count out');
     const before = await count();
     await writer.saveSession(hashSessionId(newSessionId()), { userId: 'eli', expiresAt: Date.now() + 60_000 });
     t.equal(await count(), before + 1);
