@@ -1,4 +1,7 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { FastHistogram } from './fast-histogram.js';
+
+const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 /** Route classes of `gatehouse_http_requests_total` (SPEC §8). */
 export type RouteClass = 'login' | 'callback' | 'logout' | 'session' | 'proxy';
@@ -9,12 +12,6 @@ export type RouteClass = 'login' | 'callback' | 'logout' | 'session' | 'proxy';
  */
 export class Metrics {
   readonly registry = new Registry();
-  readonly requests = new Counter({
-    name: 'gatehouse_http_requests_total',
-    help: 'Requests answered, by route class and status code',
-    labelNames: ['route', 'status'] as const,
-    registers: [this.registry],
-  });
   readonly logins = new Counter({
     name: 'gatehouse_logins_total',
     help: 'Completed callbacks, by result (ok or the failure reason)',
@@ -27,43 +24,48 @@ export class Metrics {
     labelNames: ['result'] as const,
     registers: [this.registry],
   });
-  readonly requestDuration = new Histogram({
-    name: 'gatehouse_http_request_duration_seconds',
-    help: 'Time from receiving a request to sending the last byte of its response, by route class',
-    labelNames: ['route'] as const,
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-    registers: [this.registry],
-  });
-  readonly upstreamDuration = new Histogram({
-    name: 'gatehouse_upstream_request_duration_seconds',
-    help: 'Time from sending a request upstream to its response headers',
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-    registers: [this.registry],
-  });
+  /** Time from receiving a request to sending the last byte of its response, by route class. */
+  readonly requestDuration = new FastHistogram(
+    'gatehouse_http_request_duration_seconds',
+    'Time from receiving a request to sending the last byte of its response, by route class',
+    DURATION_BUCKETS,
+    'route',
+  );
+  /** Time from sending a request upstream to its response headers. */
+  readonly upstreamDuration = new FastHistogram(
+    'gatehouse_upstream_request_duration_seconds',
+    'Time from sending a request upstream to its response headers',
+    DURATION_BUCKETS,
+  );
 
-  /** Label children by `route status`, so that counting a request does not hash its labels every time. */
-  readonly #requestCounters = new Map<string, { inc(): void }>();
-  readonly #requestTimers = new Map<string, { observe(value: number): void }>();
+  /** Requests answered since the last scrape, by `route status`; added to `requests` when scraped. */
+  readonly #unscraped = new Map<string, number>();
 
-  /** Counts one answered request and its duration. */
+  /** Counts one answered request and its duration: two map updates, the label hashing left to the scrape. */
   countRequest(route: RouteClass, status: number, seconds: number): void {
     const key = `${route} ${status}`;
-    let counter = this.#requestCounters.get(key);
-    if (counter === undefined) {
-      counter = this.requests.labels(route, String(status));
-      this.#requestCounters.set(key, counter);
-    }
-    counter.inc();
-    let timer = this.#requestTimers.get(route);
-    if (timer === undefined) {
-      timer = this.requestDuration.labels(route);
-      this.#requestTimers.set(route, timer);
-    }
-    timer.observe(seconds);
+    this.#unscraped.set(key, (this.#unscraped.get(key) ?? 0) + 1);
+    this.requestDuration.observe(seconds, route);
   }
 
   /** @param countSessions the store-wide session count; without it the gauge is absent (SPEC §8) */
   constructor(countSessions?: () => Promise<number>) {
+    const unscraped = this.#unscraped;
+    new Counter({
+      name: 'gatehouse_http_requests_total',
+      help: 'Requests answered, by route class and status code',
+      labelNames: ['route', 'status'] as const,
+      registers: [this.registry],
+      collect() {
+        for (const [key, count] of unscraped) {
+          const [route, status] = key.split(' ') as [string, string];
+          this.inc({ route, status }, count);
+        }
+        unscraped.clear();
+      },
+    });
+    this.registry.registerMetric(this.requestDuration.asMetric());
+    this.registry.registerMetric(this.upstreamDuration.asMetric());
     collectDefaultMetrics({ register: this.registry });
     if (!countSessions) return;
     const activeSessions = new Gauge({

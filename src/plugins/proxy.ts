@@ -6,6 +6,7 @@ import type { Readable } from 'node:stream';
 import { LRUCache } from 'lru-cache';
 import { gatehouseError } from '../errors.js';
 import { createCrossSiteCheck } from '../http/csrf.js';
+import { endToEndHeaders } from '../http/hop-by-hop.js';
 import { resolveSession } from './session.js';
 
 declare module 'fastify' {
@@ -27,12 +28,6 @@ declare module 'fastify' {
   }
 }
 
-/**
- * Hop-by-hop headers (RFC 9110 §7.6.1) plus what this proxy consumes itself:
- * never forwarded in either direction. `expect` is answered by Node already.
- */
-const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'proxy-authorization', 'expect'];
-
 /** Methods whose request, without a body, can be sent twice: safe and bodiless (RFC 9110 §9.2.1). */
 const RETRYABLE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
 
@@ -43,13 +38,12 @@ interface UpstreamResponse {
   stream: Readable;
 }
 
-/** Deletes the hop-by-hop headers, those the Connection header names first (RFC 9110 §7.6.1). */
-function deleteHopByHop(headers: IncomingHttpHeaders): void {
-  const connection = headers.connection;
-  if (connection !== undefined) {
-    for (const name of connection.split(',')) delete headers[name.trim().toLowerCase()];
-  }
-  for (const name of HOP_BY_HOP) delete headers[name];
+/** Request headers set anew below: the Cookie (without the gateway's own) and, unless `server.trustProxy`, X-Forwarded-* and Forwarded (SPEC §5). */
+function isReplacedUntrusted(name: string): boolean {
+  return name === 'cookie' || name.startsWith('x-forwarded-') || name === 'forwarded';
+}
+function isReplacedTrusted(name: string): boolean {
+  return name === 'cookie';
 }
 
 /**
@@ -138,19 +132,13 @@ export const proxyPlugin = fp(
       reply.from(request.upstreamPath, fromOptions as Parameters<FastifyReply['from']>[1]);
     }
 
-    function rewriteRequestHeaders(request: FastifyRequest, headers: IncomingHttpHeaders): IncomingHttpHeaders {
-      deleteHopByHop(headers);
+    function rewriteRequestHeaders(request: FastifyRequest, incoming: IncomingHttpHeaders): IncomingHttpHeaders {
+      const headers = endToEndHeaders(incoming, trustProxy ? isReplacedTrusted : isReplacedUntrusted);
       headers.authorization = `Bearer ${request.upstreamToken}`;
       headers['x-request-id'] = request.id;
-      const cookie = headers.cookie === undefined ? undefined : cookies.stripOwn(headers.cookie);
-      if (cookie === undefined) delete headers.cookie;
-      else headers.cookie = cookie;
+      const cookie = incoming.cookie === undefined ? undefined : cookies.stripOwn(incoming.cookie);
+      if (cookie !== undefined) headers.cookie = cookie;
       const priorFor = trustProxy ? headers['x-forwarded-for'] : undefined;
-      if (!trustProxy) {
-        for (const name of Object.keys(headers)) {
-          if (name.startsWith('x-forwarded-') || name === 'forwarded') delete headers[name];
-        }
-      }
       const clientIp = request.socket.remoteAddress ?? '';
       headers['x-forwarded-for'] = priorFor ? `${priorFor}, ${clientIp}` : clientIp;
       headers['x-forwarded-proto'] = forwardedProto;
@@ -158,10 +146,10 @@ export const proxyPlugin = fp(
       return headers;
     }
 
-    function rewriteHeaders(headers: IncomingHttpHeaders, request: FastifyRequest): OutgoingHttpHeaders {
+    function rewriteHeaders(incoming: IncomingHttpHeaders, request: FastifyRequest): OutgoingHttpHeaders {
       request.upstreamSeconds = Number(process.hrtime.bigint() - request.upstreamStart) / 1e9;
       metrics.upstreamDuration.observe(request.upstreamSeconds);
-      deleteHopByHop(headers);
+      const headers = endToEndHeaders(incoming);
       const setCookie = headers['set-cookie'];
       if (setCookie !== undefined) headers['set-cookie'] = cookies.filterSetCookie(setCookie);
       return headers;
