@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, hash, randomBytes, timingSafeEqual } from 'node:crypto';
 
 const VERSION = 'v1';
 const KEY_ID_BYTES = 4;
@@ -79,5 +79,5 @@ export function isSessionIdShaped(value: string): boolean {
 
 /** The only form in which a session id is stored or cached: SHA-256, base64url. */
 export function hashSessionId(sessionId: string): string {
-  return createHash('sha256').update(sessionId).digest('base64url');
+  return hash('sha256', sessionId, 'base64url');
 }
