@@ -46,7 +46,7 @@ export interface Gateway {
 export async function buildGateway(config: Config, options: GatewayOptions): Promise<Gateway> {
   const { logger } = options;
   const sealer = new Sealer(config.session.encryptionKeys);
-  const store = new SessionStore(await openBackend(config.session.store, options.cwd), sealer, config.session.cacheSize);
+  const store = new SessionStore(await openBackend(config.session.store, options.cwd, config.session.keyPrefix), sealer, config.session.cacheSize);
   const provider = new Provider(config.provider, logger);
   const metrics = new Metrics(store.countSessions);
   const publicUrl = config.server.publicUrl.replace(/\/$/, '');

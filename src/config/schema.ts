@@ -89,6 +89,8 @@ export const ConfigSchema = Type.Object(
        */
       idleTimeout: duration('0'),
       store: text('sqlite://./data/gatehouse.sqlite'),
+      /** Prefix of every Redis key and of the invalidation channel: gateways that share one Redis need different ones. */
+      keyPrefix: Type.String({ pattern: '^[A-Za-z0-9_.-]{1,64}$', default: 'gatehouse', errorMessage: 'must be 1 to 64 letters, digits, dots, dashes or underscores' }),
       cacheSize: Type.Integer({ minimum: 1, default: 10000, errorMessage: 'must be a positive whole number' }),
       encryptionKeys: Type.Array(text(), {
         minItems: 1,

@@ -33,6 +33,7 @@ t.test('every key not given takes the default of SPEC §3', async (t) => {
       ttl: 86400,
       idleTimeout: 0,
       store: 'sqlite://./data/gatehouse.sqlite',
+      keyPrefix: 'gatehouse',
       cacheSize: 10000,
       // the documented default [${GATEHOUSE_SESSION_KEY}], interpolated
       encryptionKeys: [KEY],

@@ -22,7 +22,7 @@ export interface RedisServer {
   port: number;
   /** Stops the server (SIGTERM, waits for exit); its data is lost. */
   stop(): Promise<void>;
-  /** Starts it again on the same port, empty (no persistence). */
+  /** Starts it again on the same port: empty, unless started `persistent`. */
   start(): Promise<void>;
   /** Runs one command over a fresh connection and returns the raw RESP reply (for simple replies: `+OK`, `:3`). */
   command(...args: string[]): Promise<string>;
@@ -32,13 +32,16 @@ export interface RedisServer {
 
 /**
  * Starts redis-server with `--save '' --appendonly no` (a restart loses
- * everything, as SPEC §6 describes), no unix socket, bound to 127.0.0.1.
+ * everything, as SPEC §6 describes), or with an fsync'ed append-only file
+ * when `persistent`; no unix socket, bound to 127.0.0.1.
  *
  * @example
  * const redis = await startRedis();
  * const h = await startHarness({ store: redis.url });
  */
-export async function startRedis(): Promise<RedisServer> {
+export async function startRedis(options: { persistent?: boolean } = {}): Promise<RedisServer> {
+  // With persistence every write is in the append-only file before Redis answers, so a restart keeps it.
+  const persistence = options.persistent ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no'];
   const dir = mkdtempSync(join(tmpdir(), 'gatehouse-redis-'));
   const port = await freePort();
   let child: ChildProcess | undefined;
@@ -46,7 +49,7 @@ export async function startRedis(): Promise<RedisServer> {
   async function start(): Promise<void> {
     const server = spawn(
       REDIS_SERVER,
-      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--daemonize', 'no', '--loglevel', 'warning'],
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', ...persistence, '--dir', dir, '--daemonize', 'no', '--loglevel', 'warning'],
       { stdio: 'ignore' },
     );
     child = server;
