@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import sqlite3 from 'sqlite3';
-import { NAMESPACE, openBackend } from '../src/session/backend.js';
+import { NAMESPACE, openBackend } from '../src/session/backends/backend.js';
 import { hashSessionId, Sealer } from '../src/session/seal.js';
 import { SessionStore, type TokenRecord } from '../src/session/store.js';
 

@@ -4,15 +4,15 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import cookiePlugin from '@fastify/cookie';
 import type { Logger } from 'pino';
 import type { Config } from './config/schema.js';
-import { Metrics } from './metrics.js';
+import { Metrics } from './metrics/metrics.js';
 import { Provider } from './oauth/provider.js';
 import { TokenRefresher } from './oauth/refresh.js';
 import { PendingLogins } from './oauth/pending-login.js';
-import { openBackend } from './session/backend.js';
+import { openBackend } from './session/backends/backend.js';
 import { Sealer } from './session/seal.js';
 import { SessionStore } from './session/store.js';
 import { GatewayCookies } from './http/cookies.js';
-import { contextPlugin, type GatewayContext } from './plugins/context.js';
+import { contextPlugin, type GatewayContext } from './plugins/gateway-context.js';
 import { errorsPlugin } from './plugins/errors.js';
 import { proxyPlugin } from './plugins/proxy.js';
 import { rateLimitPlugin } from './plugins/rate-limit.js';

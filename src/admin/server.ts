@@ -1,6 +1,6 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import type { GatewayContext } from '../plugins/context.js';
+import type { GatewayContext } from '../plugins/gateway-context.js';
 
 /**
  * The admin app (SPEC §8), on its own listener that is never exposed:

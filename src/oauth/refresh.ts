@@ -4,7 +4,7 @@ import type { Provider } from './provider.js';
 import { describeFailure, isGrantRejected } from './provider.js';
 import { needsRefresh, readTokenResponse } from './token-set.js';
 import type { SessionStore, TokenRecord } from '../session/store.js';
-import type { Metrics } from '../metrics.js';
+import type { Metrics } from '../metrics/metrics.js';
 import { gatehouseError } from '../errors.js';
 
 export interface RefresherOptions {

@@ -5,7 +5,7 @@ import type { TokenRefresher } from '../oauth/refresh.js';
 import type { PendingLogins } from '../oauth/pending-login.js';
 import type { SessionStore } from '../session/store.js';
 import type { GatewayCookies } from '../http/cookies.js';
-import type { Metrics, RouteClass } from '../metrics.js';
+import type { Metrics, RouteClass } from '../metrics/metrics.js';
 
 /** Everything the routes and plugins share, built once by buildApp. */
 export interface GatewayContext {

@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin';
 import rateLimit from '@fastify/rate-limit';
 import { gatehouseError } from '../errors.js';
-import type { RouteClass } from '../metrics.js';
+import type { RouteClass } from '../metrics/metrics.js';
 
 /** Routes that start or finish a sign-in: each costs the AS a round trip, so a client address may only make so many. */
 const LIMITED: ReadonlySet<RouteClass> = new Set(['login', 'callback']);

@@ -1,5 +1,5 @@
 import { LRUCache } from 'lru-cache';
-import type { Backend } from './backend.js';
+import type { Backend } from './backends/backend.js';
 import { Sealer } from './seal.js';
 import { gatehouseError } from '../errors.js';
 

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { Registry } from 'prom-client';
-import { FastHistogram } from '../../src/fast-histogram.js';
+import { FastHistogram } from '../../src/metrics/fast-histogram.js';
 
 t.test('buckets are cumulative, a bound includes its own value, and what exceeds every bound counts only in +Inf', async (t) => {
   const histogram = new FastHistogram('demo_seconds', 'demo', [0.1, 1], 'route');

@@ -2,8 +2,8 @@ import t from 'tap';
 import { startHarness } from '../helpers/harness.js';
 import { CookieJar } from '../helpers/cookie-jar.js';
 import { approveAtAuthorizationServer } from '../helpers/sign-in.js';
-import { navigate } from '../login/navigate.js';
-import { watchTokenEndpoint } from './authorization-server-watch.js';
+import { navigate } from '../helpers/navigate.js';
+import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 
 /**
  * SPEC §7: no response to the browser, header or body, contains an access or

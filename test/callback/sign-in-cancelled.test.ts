@@ -1,9 +1,9 @@
 import t from 'tap';
 import { startHarness } from '../helpers/harness.js';
 import { CookieJar } from '../helpers/cookie-jar.js';
-import { findSetCookie, isDeletion } from '../login/set-cookie.js';
-import { navigate } from '../login/navigate.js';
-import { denyAtAuthorizationServer, watchTokenEndpoint } from './authorization-server-watch.js';
+import { findSetCookie, isDeletion } from '../helpers/set-cookie.js';
+import { navigate } from '../helpers/navigate.js';
+import { denyAtAuthorizationServer, watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 
 /**
  * SPEC §4, GET /callback?error=...: a 4xx page (navigations) or JSON (API

@@ -3,13 +3,13 @@ import { randomBytes } from 'node:crypto';
 import { startHarness } from '../helpers/harness.js';
 import { CookieJar } from '../helpers/cookie-jar.js';
 import { approveAtAuthorizationServer } from '../helpers/sign-in.js';
-import { findSetCookie } from '../login/set-cookie.js';
-import { navigate } from '../login/navigate.js';
-import { watchTokenEndpoint } from './authorization-server-watch.js';
+import { findSetCookie } from '../helpers/set-cookie.js';
+import { navigate } from '../helpers/navigate.js';
+import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 
 /**
  * SPEC §4: the state must match the pending login of this browser, once,
- * within 10 minutes (expiry: test/unit/pending-login.test.ts). Missing,
+ * within 10 minutes (expiry: test/login/pending-login.test.ts). Missing,
  * unknown, reused or foreign state: 400, no token request, no session.
  * SPEC §7: repeated parameters and garbage get a clear 4xx, never a 5xx.
  */

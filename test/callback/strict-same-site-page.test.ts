@@ -2,7 +2,7 @@ import t from 'tap';
 import { startHarness } from '../helpers/harness.js';
 import { CookieJar } from '../helpers/cookie-jar.js';
 import { approveAtAuthorizationServer } from '../helpers/sign-in.js';
-import { findSetCookie, isDeletion } from '../login/set-cookie.js';
+import { findSetCookie, isDeletion } from '../helpers/set-cookie.js';
 
 /**
  * SPEC §4 with cookieSameSite: strict: the login cookie stays SameSite=Lax

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
-import { ensureBuilt, runCli } from './cli-process.js';
+import { ensureBuilt, runCli } from '../helpers/cli-process.js';
 
 /** SPEC §2 through the real entry point: invalid configs, `check`, GATEHOUSE_CONFIG. */
 

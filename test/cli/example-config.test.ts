@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { loadConfig, loadConfigFile } from '../../src/config/load.js';
 import { ConfigSchema } from '../../src/config/schema.js';
-import { ROOT, ensureBuilt, runCli } from './cli-process.js';
+import { ROOT, ensureBuilt, runCli } from '../helpers/cli-process.js';
 
 /** config/gatehouse.example.yaml: every key of SPEC §3 and of the schema, commented, and accepted by `gatehouse check`. */
 

@@ -4,7 +4,7 @@ import { once } from 'node:events';
 import { createServer, type Socket } from 'node:net';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ensureBuilt, listeningAddress, runCli, spawnCli } from './cli-process.js';
+import { ensureBuilt, listeningAddress, runCli, spawnCli } from '../helpers/cli-process.js';
 import { startCast } from './cast.js';
 import { signIn } from '../helpers/sign-in.js';
 

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { ensureBuilt, spawnCli } from './cli-process.js';
+import { ensureBuilt, spawnCli } from '../helpers/cli-process.js';
 import { startCast } from './cast.js';
 import { signIn } from '../helpers/sign-in.js';
 

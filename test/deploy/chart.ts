@@ -5,7 +5,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { ROOT, runCli, type CliResult } from '../cli/cli-process.js';
+import { ROOT, runCli, type CliResult } from '../helpers/cli-process.js';
 
 /** The chart under test and the values files of the tests. */
 export const CHART = join(ROOT, 'helm/gatehouse');

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { parse } from 'yaml';
-import { ensureBuilt } from '../cli/cli-process.js';
+import { ensureBuilt } from '../helpers/cli-process.js';
 import { checkRenderedConfig, extractHelm, gatewayContainer, podEnvironment, type Helm, type K8sObject } from './chart.js';
 
 /**

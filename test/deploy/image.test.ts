@@ -8,7 +8,7 @@ import { startAuthorizationServer } from '../../src/demo/authorization-server.js
 import { startUpstream } from '../../src/demo/upstream.js';
 import { CLIENT_ID, freePort } from '../helpers/harness.js';
 import { signIn } from '../helpers/sign-in.js';
-import { ensureBuilt, ROOT } from '../cli/cli-process.js';
+import { ensureBuilt, ROOT } from '../helpers/cli-process.js';
 import { allowedByDockerignore, layOutImage, readDockerfile, withoutTestRunner, type ImageLayout } from './dockerfile.js';
 
 /**

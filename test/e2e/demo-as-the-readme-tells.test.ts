@@ -1,6 +1,6 @@
 import t from 'tap';
 import { freePort } from '../helpers/harness.js';
-import { ensureBuilt, spawnCli } from '../cli/cli-process.js';
+import { ensureBuilt, spawnCli } from '../helpers/cli-process.js';
 import { openBrowser, submitLoginForm, upstreamCall } from './browser.js';
 
 /**

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { startHarness } from '../helpers/harness.js';
-import { watchTokenEndpoint } from '../callback/authorization-server-watch.js';
+import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 import { bearersSeenUpstream, keepEvidenceOnFailure, openBrowser, recordResponses, submitLoginForm, upstreamCall } from './browser.js';
 
 /**

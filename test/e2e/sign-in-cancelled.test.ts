@@ -1,6 +1,6 @@
 import t from 'tap';
 import { startHarness } from '../helpers/harness.js';
-import { watchTokenEndpoint } from '../callback/authorization-server-watch.js';
+import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 import { openBrowser, submitLoginForm, upstreamCall } from './browser.js';
 
 /**

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { startHarness } from '../helpers/harness.js';
-import { introspect, watchTokenEndpoint } from '../callback/authorization-server-watch.js';
+import { introspect, watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 import { openBrowser, signInThroughBrowser } from './browser.js';
 
 /**

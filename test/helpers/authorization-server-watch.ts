@@ -1,6 +1,6 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
 import type { AuthorizationServer } from '../../src/demo/authorization-server.js';
-import { CookieJar } from '../helpers/cookie-jar.js';
+import { CookieJar } from './cookie-jar.js';
 
 /** Tokens one successful token-endpoint call issued. */
 export interface IssuedTokens {

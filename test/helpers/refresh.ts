@@ -1,8 +1,8 @@
 import type { KoaContextWithOIDC } from 'oidc-provider';
 import type { AuthorizationServer } from '../../src/demo/authorization-server.js';
-import { CLIENT_ID, type Harness } from '../helpers/harness.js';
-import { introspect } from '../callback/authorization-server-watch.js';
-import { waitFor } from '../helpers/wait-for.js';
+import { CLIENT_ID, type Harness } from './harness.js';
+import { introspect } from './authorization-server-watch.js';
+import { waitFor } from './wait-for.js';
 import type { TokenRecord } from '../../src/session/store.js';
 
 /** An AS TTL: `seconds` for tokens from a sign-in, ten minutes for refreshed ones (so only the first expires during a test). */

@@ -2,7 +2,7 @@ import t from 'tap';
 import { startHarness } from '../helpers/harness.js';
 import { signIn } from '../helpers/sign-in.js';
 import { CookieJar } from '../helpers/cookie-jar.js';
-import { watchTokenEndpoint } from '../callback/authorization-server-watch.js';
+import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 import { jwtPayload, signOutAtAuthorizationServer } from './logout-token.js';
 
 /**

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { CLIENT_ID, startHarness } from '../helpers/harness.js';
 import { signIn } from '../helpers/sign-in.js';
-import { watchTokenEndpoint } from '../callback/authorization-server-watch.js';
+import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 import { BACKCHANNEL_EVENT, jwtPayload, postLogoutToken, resignedWithForeignKey, signedByAs } from './logout-token.js';
 
 /**

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { startHarness } from '../helpers/harness.js';
 import { signIn } from '../helpers/sign-in.js';
-import { findSetCookie, isDeletion } from '../login/set-cookie.js';
+import { findSetCookie, isDeletion } from '../helpers/set-cookie.js';
 
 /**
  * SPEC §3: `cookieMaxAge: 0` = the cookie lasts until the browser closes:

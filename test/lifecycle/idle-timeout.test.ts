@@ -2,9 +2,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { startHarness } from '../helpers/harness.js';
 import { signIn } from '../helpers/sign-in.js';
-import { findSetCookie, isDeletion } from '../login/set-cookie.js';
-import { navigate } from '../login/navigate.js';
-import { introspect, watchTokenEndpoint } from '../callback/authorization-server-watch.js';
+import { findSetCookie, isDeletion } from '../helpers/set-cookie.js';
+import { navigate } from '../helpers/navigate.js';
+import { introspect, watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 import { hashSessionId } from '../../src/session/seal.js';
 
 const IDLE_SECONDS = 2;

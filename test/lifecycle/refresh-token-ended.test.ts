@@ -2,9 +2,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { CLIENT_ID, startHarness } from '../helpers/harness.js';
 import { signIn } from '../helpers/sign-in.js';
-import { navigate } from '../login/navigate.js';
-import { findSetCookie, isDeletion } from '../login/set-cookie.js';
-import { watchTokenEndpoint } from '../callback/authorization-server-watch.js';
+import { navigate } from '../helpers/navigate.js';
+import { findSetCookie, isDeletion } from '../helpers/set-cookie.js';
+import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 
 /**
  * SPEC §4: a refresh token that has expired or was revoked at the AS is a

@@ -2,7 +2,7 @@ import t from 'tap';
 import { CLIENT_ID, startHarness, type Harness } from '../helpers/harness.js';
 import { signIn } from '../helpers/sign-in.js';
 import { startScriptedUpstream } from '../helpers/scripted-upstream.js';
-import { introspect, watchTokenEndpoint, type TokenEndpointWatch } from '../callback/authorization-server-watch.js';
+import { introspect, watchTokenEndpoint, type TokenEndpointWatch } from '../helpers/authorization-server-watch.js';
 
 /**
  * Destroys one access token at the AS, leaving its grant and refresh token

@@ -2,7 +2,7 @@ import t from 'tap';
 import { CLIENT_ID, startHarness } from '../helpers/harness.js';
 import { CookieJar } from '../helpers/cookie-jar.js';
 import { approveAtAuthorizationServer } from '../helpers/sign-in.js';
-import { findSetCookie, isDeletion } from './set-cookie.js';
+import { findSetCookie, isDeletion } from '../helpers/set-cookie.js';
 
 /**
  * SPEC §4, GET /login: 302 to the AS authorization endpoint with

@@ -1,8 +1,8 @@
 import t from 'tap';
 import { startHarness } from '../helpers/harness.js';
 import { signIn } from '../helpers/sign-in.js';
-import { findSetCookie, isDeletion } from '../login/set-cookie.js';
-import { introspect, watchTokenEndpoint } from '../callback/authorization-server-watch.js';
+import { findSetCookie, isDeletion } from '../helpers/set-cookie.js';
+import { introspect, watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 
 /**
  * `/logout?everywhere=1`: every session of the user ends, in every browser,

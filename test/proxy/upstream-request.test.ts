@@ -4,7 +4,7 @@ import { Readable } from 'node:stream';
 import { startHarness } from '../helpers/harness.js';
 import { signIn } from '../helpers/sign-in.js';
 import { httpSend } from '../helpers/http-request.js';
-import { watchTokenEndpoint } from '../callback/authorization-server-watch.js';
+import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 
 /**
  * SPEC §5, what the upstream receives from a valid session with a fresh

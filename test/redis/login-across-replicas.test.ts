@@ -1,5 +1,5 @@
 import t from 'tap';
-import { watchTokenEndpoint } from '../callback/authorization-server-watch.js';
+import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 import { redisMissing } from '../helpers/redis.js';
 import { approveAtAuthorizationServer, startLogin } from '../helpers/sign-in.js';
 import { cookieHeader, get, signInAcross, startReplicas } from './replicas.js';

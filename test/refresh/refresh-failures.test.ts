@@ -1,9 +1,9 @@
 import t, { type Test } from 'tap';
 import { startHarness } from '../helpers/harness.js';
 import { signIn } from '../helpers/sign-in.js';
-import { findSetCookie, isDeletion } from '../login/set-cookie.js';
-import { watchTokenEndpoint } from '../callback/authorization-server-watch.js';
-import { revokeAtAuthorizationServer, shortLoginTokens, storedTokens, waitUntilExpired } from './refresh-helpers.js';
+import { findSetCookie, isDeletion } from '../helpers/set-cookie.js';
+import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
+import { revokeAtAuthorizationServer, shortLoginTokens, storedTokens, waitUntilExpired } from '../helpers/refresh.js';
 import type { ProxyMode } from '../helpers/switchable-proxy.js';
 
 /**

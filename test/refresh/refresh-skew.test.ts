@@ -1,9 +1,9 @@
 import t from 'tap';
 import { startHarness } from '../helpers/harness.js';
 import { signIn } from '../helpers/sign-in.js';
-import { introspect, watchTokenEndpoint } from '../callback/authorization-server-watch.js';
+import { introspect, watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 import { waitFor } from '../helpers/wait-for.js';
-import { shortLoginTokens, storedTokens } from './refresh-helpers.js';
+import { shortLoginTokens, storedTokens } from '../helpers/refresh.js';
 
 /**
  * SPEC §3 `tokens.refreshSkew`: refresh this long before the access token

@@ -1,8 +1,8 @@
 import t from 'tap';
 import { startHarness } from '../helpers/harness.js';
 import { signIn } from '../helpers/sign-in.js';
-import { watchTokenEndpoint } from '../callback/authorization-server-watch.js';
-import { shortLoginTokens, storedTokens, waitUntilExpired } from './refresh-helpers.js';
+import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
+import { shortLoginTokens, storedTokens, waitUntilExpired } from '../helpers/refresh.js';
 
 /**
  * SPEC §4: concurrent requests of one user cause one refresh. With rotation a

@@ -1,8 +1,8 @@
 import t from 'tap';
 import { startHarness } from '../helpers/harness.js';
 import { signIn } from '../helpers/sign-in.js';
-import { introspect, watchTokenEndpoint } from '../callback/authorization-server-watch.js';
-import { shortLoginTokens, storedTokens, waitUntilExpired, watchRefreshGrants } from './refresh-helpers.js';
+import { introspect, watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
+import { shortLoginTokens, storedTokens, waitUntilExpired, watchRefreshGrants } from '../helpers/refresh.js';
 
 /**
  * SPEC §4, "valid session, token expired": the gateway refreshes with

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { startHarness } from '../helpers/harness.js';
 import { signIn } from '../helpers/sign-in.js';
-import { navigate } from '../login/navigate.js';
+import { navigate } from '../helpers/navigate.js';
 
 t.test('sign-in paths are rate limited per client address; proxied paths are not', async (t) => {
   const h = await startHarness({ config: { rateLimit: { max: 4, window: '1m' } } });

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { startHarness } from '../helpers/harness.js';
 import { signIn } from '../helpers/sign-in.js';
-import { watchTokenEndpoint } from '../callback/authorization-server-watch.js';
+import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 
 /**
  * SPEC §6 through the gateway, on each single-replica backend: a new login

@@ -1,6 +1,6 @@
 import type { Test } from 'tap';
 import { randomBytes } from 'node:crypto';
-import { openBackend } from '../../src/session/backend.js';
+import { openBackend } from '../../src/session/backends/backend.js';
 import { Sealer, hashSessionId, newSessionId } from '../../src/session/seal.js';
 import { SessionStore, type TokenRecord } from '../../src/session/store.js';
 

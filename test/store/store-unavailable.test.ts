@@ -1,7 +1,7 @@
 import t from 'tap';
 import { startHarness } from '../helpers/harness.js';
 import { signIn } from '../helpers/sign-in.js';
-import { findSetCookie } from '../login/set-cookie.js';
+import { findSetCookie } from '../helpers/set-cookie.js';
 import { redisMissing, startRedis } from '../helpers/redis.js';
 import { waitFor } from '../helpers/wait-for.js';
 

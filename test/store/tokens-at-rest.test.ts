@@ -3,9 +3,9 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startHarness } from '../helpers/harness.js';
 import { signIn } from '../helpers/sign-in.js';
-import { watchTokenEndpoint } from '../callback/authorization-server-watch.js';
+import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 import { hashSessionId } from '../../src/session/seal.js';
-import { shortLoginTokens, waitUntilExpired } from '../refresh/refresh-helpers.js';
+import { shortLoginTokens, waitUntilExpired } from '../helpers/refresh.js';
 
 /**
  * SPEC §6: tokens are encrypted at rest and session ids stored only as a

@@ -2,8 +2,8 @@ import { mkdirSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import Keyv from 'keyv';
 import KeyvSqlite from '@keyv/sqlite';
-import type { CacheInvalidation } from './invalidation.js';
-import { openRedis } from './redis-backend.js';
+import type { CacheInvalidation } from './redis-invalidation.js';
+import { openRedis } from './redis.js';
 
 /** Prefix of every key gatehouse writes, so a store can be shared with other data. */
 export const NAMESPACE = 'gatehouse';

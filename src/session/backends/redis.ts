@@ -4,7 +4,7 @@ import Keyv from 'keyv';
 import KeyvRedis, { createClient } from '@keyv/redis';
 import type { RedisClientType } from '@redis/client';
 import type { Backend } from './backend.js';
-import { RedisInvalidation } from './invalidation.js';
+import { RedisInvalidation } from './redis-invalidation.js';
 
 /** A command that gets no answer within this long fails (a hung Redis must not hang requests). */
 const COMMAND_TIMEOUT_MS = 2000;
