@@ -1,7 +1,9 @@
 import { createHash } from 'node:crypto';
 import sqlite3 from 'sqlite3';
-import { NAMESPACE, openBackend } from '../src/session/backends/backend.js';
-import { hashSessionId, Sealer } from '../src/session/seal.js';
+import { openBackend } from '../src/session/backends/open.js';
+import { NAMESPACE } from '../src/session/keys.js';
+import { Sealer } from '../src/session/seal.js';
+import { hashSessionId } from '../src/session/session-id.js';
 import { SessionStore, type TokenRecord } from '../src/session/store.js';
 
 /** Sessions written straight into a gateway's SQLite file, one user per session. */

@@ -8,7 +8,7 @@ import { Metrics } from './metrics/metrics.js';
 import { Provider } from './oauth/provider.js';
 import { TokenRefresher } from './oauth/refresh.js';
 import { PendingLogins } from './oauth/pending-login.js';
-import { openBackend } from './session/backends/backend.js';
+import { openBackend } from './session/backends/open.js';
 import { Sealer } from './session/seal.js';
 import { SessionStore } from './session/store.js';
 import { GatewayCookies } from './http/cookies.js';

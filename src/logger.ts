@@ -1,4 +1,4 @@
-import { hash } from 'node:crypto';
+import { sha256Base64url } from './hash.js';
 import pino, { type DestinationStream, type Logger } from 'pino';
 import type { FastifyRequest } from 'fastify';
 
@@ -38,5 +38,5 @@ function serializeRequest(request: FastifyRequest): Record<string, unknown> {
 
 /** The first 16 characters of the base64url SHA-256 of a user id: joins a user's log lines without naming the user. */
 export function userHash(userId: string): string {
-  return hash('sha256', userId, 'base64url').slice(0, 16);
+  return sha256Base64url(userId).slice(0, 16);
 }

@@ -1,6 +1,6 @@
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { openBackend } from '../../src/session/backends/backend.js';
+import { openBackend } from '../../src/session/backends/open.js';
 import { Sealer } from '../../src/session/seal.js';
 import { SessionStore } from '../../src/session/store.js';
 import { LatencyRecorder, load } from '../load.js';

@@ -4,6 +4,7 @@ import type { Provider } from './provider.js';
 import { describeFailure, isGrantRejected } from './provider.js';
 import { needsRefresh, readTokenResponse } from './token-set.js';
 import type { SessionStore, TokenRecord } from '../session/store.js';
+import { userLock } from '../session/keys.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { gatehouseError } from '../errors.js';
 
@@ -69,7 +70,7 @@ export class TokenRefresher {
 
   async #refreshUnderLock(userId: string, log: FastifyBaseLogger, rejected?: string): Promise<TokenRecord> {
     const { store, metrics } = this.#options;
-    return store.withLock(`user:${userId}`, async () => {
+    return store.withLock(userLock(userId), async () => {
       const current = await store.getTokens(userId, true);
       if (!current) throw gatehouseError('GH_ERR_SESSION_REQUIRED');
       const stale = rejected === undefined ? needsRefresh(current, this.#options.refreshSkewMs, Date.now()) : current.accessToken === rejected;

@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import { hashSessionId, isSessionIdShaped } from '../session/seal.js';
+import { hashSessionId, isSessionIdShaped } from '../session/session-id.js';
 import type { SessionRecord, TokenRecord } from '../session/store.js';
 import { endSessions } from '../session/ending.js';
 import { revokeRefreshToken } from '../oauth/revocation.js';

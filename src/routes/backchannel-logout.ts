@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { sha256Base64url } from '../hash.js';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { gatehouseError } from '../errors.js';
 import { CLOCK_SKEW_MS, LOGOUT_TOKEN_MAX_AGE_MS, LogoutTokenVerifier, type LogoutClaims } from '../oauth/logout-token.js';
@@ -41,7 +41,7 @@ export async function backchannelLogoutRoute(fastify: FastifyInstance): Promise<
       request.log.info({ code: (err as { code?: string }).code }, 'logout token refused');
       throw err;
     }
-    const jti = createHash('sha256').update(`${claims.iss} ${claims.jti}`).digest('base64url');
+    const jti = sha256Base64url(`${claims.iss} ${claims.jti}`);
     if (!(await store.claimOnce(`jti:${jti}`, JTI_TTL_MS))) throw gatehouseError('GH_ERR_LOGOUT_TOKEN_INVALID', { detail: 'its jti was already used' });
     await endNamedSessions(request, claims);
     return reply.code(200).send();

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import * as oidc from 'openid-client';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { gatehouseError, type GatehouseError } from '../errors.js';
@@ -7,8 +6,10 @@ import { describeFailure, isGrantRejected } from '../oauth/provider.js';
 import { identify } from '../oauth/identify.js';
 import { readTokenResponse } from '../oauth/token-set.js';
 import { continuePage, PAGE_SECURITY_POLICY } from '../http/pages.js';
-import { hashSessionId, newSessionId } from '../session/seal.js';
+import { hashSessionId, newSessionId } from '../session/session-id.js';
 import { logoutLinkName } from '../session/ending.js';
+import { userLock } from '../session/keys.js';
+import { sha256Base64url } from '../hash.js';
 import { sendError } from '../plugins/errors.js';
 
 /** A user's sessions beyond this many (oldest first) are ended at the next login. */
@@ -61,7 +62,7 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
     const hash = hashSessionId(sessionId);
     const now = Date.now();
     const expiresAt = now + ttlMs;
-    await store.withLock(`user:${identity.userId}`, async () => {
+    await store.withLock(userLock(identity.userId), async () => {
       const existing = await store.getTokens(identity.userId, true);
       const sessions = liveSessions(existing?.sessions ?? {}, now);
       const evicted = Object.keys(sessions).slice(0, Math.max(0, Object.keys(sessions).length - MAX_SESSIONS_PER_USER + 1));
@@ -98,7 +99,7 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
   }
 
   async function claimState(state: string): Promise<boolean> {
-    const key = `state:${createHash('sha256').update(state).digest('base64url')}`;
+    const key = `state:${sha256Base64url(state)}`;
     return store.claimOnce(key, PENDING_LOGIN_TTL_MS);
   }
 

@@ -1,4 +1,5 @@
-import { createHash } from 'node:crypto';
+import { sha256Base64url } from '../hash.js';
+import { userLock } from './keys.js';
 import type { SessionStore, TokenRecord } from './store.js';
 
 /** What {@link endSessions} did. */
@@ -27,7 +28,7 @@ export async function endSessions(
   userId: string,
   selected: (hash: string) => boolean | Promise<boolean>,
 ): Promise<EndedSessions | null> {
-  return store.withLock(`user:${userId}`, async () => {
+  return store.withLock(userLock(userId), async () => {
     const record = await store.getTokens(userId, true);
     if (!record) return null;
     const now = Date.now();
@@ -50,5 +51,5 @@ export async function endSessions(
  * a hash, so the store holds no authorization-server identifier in clear.
  */
 export function logoutLinkName(kind: 'sid' | 'sub', value: string): string {
-  return `${kind}:${createHash('sha256').update(value).digest('base64url')}`;
+  return `${kind}:${sha256Base64url(value)}`;
 }

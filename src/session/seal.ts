@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createHash, hash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 
 const VERSION = 'v1';
 const KEY_ID_BYTES = 4;
@@ -56,28 +56,4 @@ export class Sealer {
       return undefined;
     }
   }
-
-  /** Whether a sealed value was sealed with a key other than the current first one (due for re-encryption). */
-  isStale(sealed: string): boolean {
-    const raw = Buffer.from(sealed.slice(VERSION.length + 1, VERSION.length + 1 + 8), 'base64url');
-    return !raw.subarray(0, KEY_ID_BYTES).equals(this.#keys[0]!.id);
-  }
-}
-
-const SESSION_ID_BYTES = 32;
-const SESSION_ID_PATTERN = /^[A-Za-z0-9_-]{43}$/;
-
-/** A new session id: 256 random bits, base64url. */
-export function newSessionId(): string {
-  return randomBytes(SESSION_ID_BYTES).toString('base64url');
-}
-
-/** Whether a cookie value has the shape of a session id (anything else is unknown without a store lookup). */
-export function isSessionIdShaped(value: string): boolean {
-  return SESSION_ID_PATTERN.test(value);
-}
-
-/** The only form in which a session id is stored or cached: SHA-256, base64url. */
-export function hashSessionId(sessionId: string): string {
-  return hash('sha256', sessionId, 'base64url');
 }

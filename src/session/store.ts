@@ -1,5 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import type { Backend } from './backends/backend.js';
+import { KEY_PREFIX } from './keys.js';
 import { Sealer } from './seal.js';
 import { gatehouseError } from '../errors.js';
 
@@ -90,38 +91,38 @@ export class SessionStore {
    */
   async getSession(hash: string, now = Date.now()): Promise<SessionRecord | null> {
     this.#assertAvailable();
-    const cached = this.#cached(`s:${hash}`);
+    const cached = this.#cached(`${KEY_PREFIX.session}${hash}`);
     if (cached?.kind === 'session') return cached.record.expiresAt > now ? cached.record : null;
     const generation = this.#generation;
-    const record = (await this.#call(() => this.#backend.keyv.get(`s:${hash}`))) as SessionRecord | undefined;
+    const record = (await this.#call(() => this.#backend.keyv.get(`${KEY_PREFIX.session}${hash}`))) as SessionRecord | undefined;
     if (!record || record.expiresAt <= now) return null;
-    if (generation === this.#generation) this.#cache.set(`s:${hash}`, { kind: 'session', record });
+    if (generation === this.#generation) this.#cache.set(`${KEY_PREFIX.session}${hash}`, { kind: 'session', record });
     return record;
   }
 
   async saveSession(hash: string, record: SessionRecord, now = Date.now()): Promise<void> {
-    await this.#call(() => this.#backend.keyv.set(`s:${hash}`, record, record.expiresAt - now));
-    this.#cache.set(`s:${hash}`, { kind: 'session', record });
+    await this.#call(() => this.#backend.keyv.set(`${KEY_PREFIX.session}${hash}`, record, record.expiresAt - now));
+    this.#cache.set(`${KEY_PREFIX.session}${hash}`, { kind: 'session', record });
   }
 
   async deleteSession(hash: string): Promise<void> {
-    this.#cache.delete(`s:${hash}`);
-    await this.#call(() => this.#backend.keyv.delete(`s:${hash}`));
+    this.#cache.delete(`${KEY_PREFIX.session}${hash}`);
+    await this.#call(() => this.#backend.keyv.delete(`${KEY_PREFIX.session}${hash}`));
   }
 
   /** The user's token record; `fromBackend` skips the cache (to re-read under a lock). */
   async getTokens(userId: string, fromBackend = false): Promise<TokenRecord | null> {
     this.#assertAvailable();
     if (!fromBackend) {
-      const cached = this.#cached(`t:${userId}`);
+      const cached = this.#cached(`${KEY_PREFIX.tokens}${userId}`);
       if (cached?.kind === 'tokens') return cached.record;
     }
     const generation = this.#generation;
-    const sealed = (await this.#call(() => this.#backend.keyv.get(`t:${userId}`))) as string | undefined;
+    const sealed = (await this.#call(() => this.#backend.keyv.get(`${KEY_PREFIX.tokens}${userId}`))) as string | undefined;
     const plaintext = sealed === undefined ? undefined : this.#sealer.unseal(sealed, `tokens:${userId}`);
     if (plaintext === undefined) return null;
     const record = JSON.parse(plaintext) as TokenRecord;
-    if (generation === this.#generation) this.#cache.set(`t:${userId}`, { kind: 'tokens', record });
+    if (generation === this.#generation) this.#cache.set(`${KEY_PREFIX.tokens}${userId}`, { kind: 'tokens', record });
     return record;
   }
 
@@ -129,13 +130,13 @@ export class SessionStore {
   async saveTokens(record: TokenRecord, now = Date.now()): Promise<void> {
     const lastExpiry = Math.max(now + 1, ...Object.values(record.sessions));
     const sealed = this.#sealer.seal(JSON.stringify(record), `tokens:${record.userId}`);
-    await this.#call(() => this.#backend.keyv.set(`t:${record.userId}`, sealed, lastExpiry - now));
-    this.#cache.set(`t:${record.userId}`, { kind: 'tokens', record });
+    await this.#call(() => this.#backend.keyv.set(`${KEY_PREFIX.tokens}${record.userId}`, sealed, lastExpiry - now));
+    this.#cache.set(`${KEY_PREFIX.tokens}${record.userId}`, { kind: 'tokens', record });
   }
 
   async deleteTokens(userId: string): Promise<void> {
-    this.#cache.delete(`t:${userId}`);
-    await this.#call(() => this.#backend.keyv.delete(`t:${userId}`));
+    this.#cache.delete(`${KEY_PREFIX.tokens}${userId}`);
+    await this.#call(() => this.#backend.keyv.delete(`${KEY_PREFIX.tokens}${userId}`));
   }
 
   /**
@@ -144,11 +145,11 @@ export class SessionStore {
    */
   async claimOnce(key: string, ttlMs: number): Promise<boolean> {
     const claim = this.#backend.claimOnce;
-    if (claim) return this.#call(() => claim(`u:${key}`, ttlMs));
+    if (claim) return this.#call(() => claim(`${KEY_PREFIX.once}${key}`, ttlMs));
     return this.withLock(`claim:${key}`, async () => {
-      const seen = await this.#call(() => this.#backend.keyv.get(`u:${key}`));
+      const seen = await this.#call(() => this.#backend.keyv.get(`${KEY_PREFIX.once}${key}`));
       if (seen !== undefined) return false;
-      await this.#call(() => this.#backend.keyv.set(`u:${key}`, 1, ttlMs));
+      await this.#call(() => this.#backend.keyv.set(`${KEY_PREFIX.once}${key}`, 1, ttlMs));
       return true;
     });
   }
@@ -178,13 +179,13 @@ export class SessionStore {
    * `sid` or `sub` finds the user. `name` must already be a hash of those.
    */
   async saveLink(name: string, userId: string, ttlMs: number): Promise<void> {
-    await this.#call(() => this.#backend.keyv.set(`l:${name}`, userId, ttlMs));
+    await this.#call(() => this.#backend.keyv.set(`${KEY_PREFIX.link}${name}`, userId, ttlMs));
   }
 
   /** The user id `name` points at, or null. Never cached: links are rare reads. */
   async getLink(name: string): Promise<string | null> {
     this.#assertAvailable();
-    const userId = (await this.#call(() => this.#backend.keyv.get(`l:${name}`))) as string | undefined;
+    const userId = (await this.#call(() => this.#backend.keyv.get(`${KEY_PREFIX.link}${name}`))) as string | undefined;
     return typeof userId === 'string' ? userId : null;
   }
 
@@ -197,7 +198,7 @@ export class SessionStore {
   /** Store-wide number of live sessions, where the backend can count them. */
   get countSessions(): (() => Promise<number>) | undefined {
     const count = this.#backend.count;
-    return count ? () => this.#call(() => count('s:')) : undefined;
+    return count ? () => this.#call(() => count(KEY_PREFIX.session)) : undefined;
   }
 
   /** Asks the backend for a key, to learn whether it answers. */

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
 import { loadConfig } from '../../src/config/load.js';
-import { sqlitePath } from '../../src/session/backends/backend.js';
+import { sqlitePath } from '../../src/session/backends/sqlite.js';
 import { KEY, problemsOf, withKeys } from './config-helpers.js';
 
 /** SPEC §3 and §6: encryption keys, cookie attributes that browsers would refuse, store URLs. */

@@ -5,7 +5,7 @@ import { signIn } from '../helpers/sign-in.js';
 import { findSetCookie, isDeletion } from '../helpers/set-cookie.js';
 import { navigate } from '../helpers/navigate.js';
 import { introspect, watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
-import { hashSessionId } from '../../src/session/seal.js';
+import { hashSessionId } from '../../src/session/session-id.js';
 
 const IDLE_SECONDS = 2;
 

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { hashSessionId } from '../../src/session/seal.js';
+import { hashSessionId } from '../../src/session/session-id.js';
 import { redisMissing } from '../helpers/redis.js';
 import { signIn } from '../helpers/sign-in.js';
 import { activeSessions, get, signInAcross, startReplicas, within } from './replicas.js';

@@ -1,7 +1,8 @@
 import type { Test } from 'tap';
 import { randomBytes } from 'node:crypto';
-import { openBackend } from '../../src/session/backends/backend.js';
-import { Sealer, hashSessionId, newSessionId } from '../../src/session/seal.js';
+import { openBackend } from '../../src/session/backends/open.js';
+import { Sealer } from '../../src/session/seal.js';
+import { hashSessionId, newSessionId } from '../../src/session/session-id.js';
 import { SessionStore, type TokenRecord } from '../../src/session/store.js';
 
 /**

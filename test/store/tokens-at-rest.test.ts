@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { startHarness } from '../helpers/harness.js';
 import { signIn } from '../helpers/sign-in.js';
 import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
-import { hashSessionId } from '../../src/session/seal.js';
+import { hashSessionId } from '../../src/session/session-id.js';
 import { shortLoginTokens, waitUntilExpired } from '../helpers/refresh.js';
 
 /**

@@ -1,17 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { RedisClientType } from '@redis/client';
-
-/**
- * What the store needs to keep its in-process cache coherent with other
- * replicas sharing the backend (SPEC §6: a change made by one replica is seen
- * by every replica within 200 ms).
- */
-export interface CacheInvalidation {
-  /** False while invalidations may be missed: the cache must then serve nothing. */
-  readonly live: boolean;
-  /** Registers the cache owner: called with a store key to forget, or with no key to forget everything. */
-  listen(receiver: (key?: string) => void): void;
-}
+import type { CacheInvalidation } from './backend.js';
 
 /** How often the epoch key is compared, to notice a Redis that lost its data (FLUSHALL, restart without persistence). */
 const EPOCH_CHECK_MS = 1000;
@@ -21,7 +10,7 @@ const SEPARATOR = ' ';
 /**
  * Cross-replica cache invalidation over Redis pub/sub. Every write or delete
  * publishes `<replica id> <store key>` on one channel (in the same MULTI as
- * the write, see redis-backend.ts); a second connection subscribed to that
+ * the write, see redis.ts); a second connection subscribed to that
  * channel makes every other replica drop the key from its cache.
  *
  * Pub/sub is fire-and-forget, so whenever messages may have been missed the

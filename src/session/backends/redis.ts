@@ -5,6 +5,7 @@ import KeyvRedis, { createClient } from '@keyv/redis';
 import type { RedisClientType } from '@redis/client';
 import type { Backend } from './backend.js';
 import { RedisInvalidation } from './redis-invalidation.js';
+import { KEY_PREFIX } from '../keys.js';
 
 /** A command that gets no answer within this long fails (a hung Redis must not hang requests). */
 const COMMAND_TIMEOUT_MS = 2000;
@@ -23,7 +24,7 @@ const LOCK_POLL_MAX_MS = 50;
 /** Deletes the lock only if it still holds our token: an expired lock taken over by another replica is not ours to release. */
 const RELEASE_SCRIPT = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
 /** Store keys of sessions start with this; they are also counted in the sessions ZSET. */
-const SESSION_PREFIX = 's:';
+const SESSION_PREFIX = KEY_PREFIX.session;
 
 /**
  * Reconnects after 50 ms, doubling up to 2 s, with jitter so that replicas do
@@ -116,7 +117,7 @@ export async function openRedis(url: string, namespace: string): Promise<Backend
       return set !== null;
     },
     lock: async (name) => {
-      const key = prefixed(`lock:${name}`);
+      const key = prefixed(`${KEY_PREFIX.lock}${name}`);
       const token = randomUUID();
       const deadline = Date.now() + LOCK_WAIT_MS;
       let pause = 5;
