@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfigFile, renderConfig } from './config/load.js';
+import { loadConfigFile, renderConfig } from './config/load.js';
+import { ConfigError } from './errors.js';
 import { createLogger } from './logger.js';
 
 const USAGE = `Usage:

@@ -1,49 +1,58 @@
 import createError, { type FastifyError } from '@fastify/error';
 
+/** A row of the registry: how an error is answered. */
+interface ErrorRow {
+  /** HTTP status it is answered with (a caller may name another where it makes the error). */
+  status: number;
+  /** The stable `error` field of JSON bodies. */
+  slug: string;
+  /** What a person reads; `%s` takes the error's detail. */
+  message: string;
+  /** Heading of the HTML page a navigation gets. */
+  title: string;
+  /** JSON bodies are exactly `{"error": slug}`, no message (README "Errors" and "Sessions"). */
+  bare?: true;
+}
+
+const REFUSED = 'Request refused';
+const SIGN_IN_FAILED = 'Sign-in did not complete';
+const TRY_AGAIN = 'Please try again shortly';
+
 /**
  * Every error gatehouse answers with. The README's "Errors" table documents
  * each code: when it happens, its status, what the operator should do.
- * `slug` is the stable `error` field of JSON bodies; `message` is what a
- * person reads (never an authorization server's or upstream's own text).
+ * `message` is never an authorization server's or upstream's own text.
  */
-const ERROR_TABLE = {
-  GH_ERR_REQUEST_INVALID: { status: 400, slug: 'bad_request', message: 'The request is malformed: %s.' },
-  GH_ERR_METHOD_NOT_ALLOWED: { status: 405, slug: 'method_not_allowed', message: 'This gateway path does not accept this method.' },
+const REGISTRY = {
+  /** Start-up or `check` found configuration problems: never answered over HTTP, the process exits 1. */
+  GH_ERR_CONFIG_INVALID: { status: 500, slug: 'config_invalid', message: '%s', title: REFUSED },
+  GH_ERR_REQUEST_INVALID: { status: 400, slug: 'bad_request', message: 'The request is malformed: %s.', title: REFUSED },
+  GH_ERR_METHOD_NOT_ALLOWED: { status: 405, slug: 'method_not_allowed', message: 'This gateway path does not accept this method.', title: REFUSED },
   GH_ERR_CALLBACK_STATE: {
     status: 400,
     slug: 'invalid_state',
     message: 'This sign-in response does not belong to a sign-in started in this browser in the last 10 minutes, or it was already used. Please sign in again.',
+    title: SIGN_IN_FAILED,
   },
-  GH_ERR_CALLBACK_DENIED: { status: 400, slug: 'sign_in_failed', message: 'Sign-in did not complete: %s' },
+  GH_ERR_CALLBACK_DENIED: { status: 400, slug: 'sign_in_failed', message: 'Sign-in did not complete: %s', title: SIGN_IN_FAILED },
   GH_ERR_CALLBACK_REJECTED: {
     status: 400,
     slug: 'sign_in_failed',
     message: 'Sign-in did not complete: the authorization server did not accept the sign-in response. Please sign in again.',
+    title: SIGN_IN_FAILED,
   },
-  GH_ERR_CALLBACK_IDENTITY: {
-    status: 502,
-    slug: 'sign_in_failed',
-    message: 'Sign-in did not complete: the authorization server did not identify the user.',
-  },
-  GH_ERR_SESSION_REQUIRED: { status: 401, slug: 'unauthorized', message: 'You are not signed in, or your session has ended.' },
-  GH_ERR_RATE_LIMITED: {
-    status: 429,
-    slug: 'too_many_requests',
-    message: 'Too many sign-in requests from this address. Please wait a minute and try again.',
-  },
-  GH_ERR_LOGOUT_TOKEN_INVALID: { status: 400, slug: 'invalid_request', message: 'The logout token is invalid: %s.' },
-  GH_ERR_CSRF_REJECTED: { status: 403, slug: 'forbidden', message: 'Cross-site requests that change data are not allowed.' },
-  GH_ERR_PROVIDER_UNAVAILABLE: {
-    status: 503,
-    slug: 'provider_unavailable',
-    message: 'The authorization server cannot be reached right now. Please try again shortly.',
-  },
-  GH_ERR_STORE_UNAVAILABLE: { status: 503, slug: 'store_unavailable', message: 'The session store cannot be reached right now. Please try again shortly.' },
-  GH_ERR_UPSTREAM_UNAVAILABLE: { status: 502, slug: 'bad_gateway', message: 'The service behind the gateway cannot be reached.' },
-  GH_ERR_INTERNAL: { status: 500, slug: 'internal_error', message: 'Something went wrong in the gateway.' },
-} as const;
+  GH_ERR_CALLBACK_IDENTITY: { status: 502, slug: 'sign_in_failed', message: 'Sign-in did not complete: the authorization server did not identify the user.', title: SIGN_IN_FAILED },
+  GH_ERR_SESSION_REQUIRED: { status: 401, slug: 'unauthorized', message: 'You are not signed in, or your session has ended.', title: 'Sign in required', bare: true },
+  GH_ERR_RATE_LIMITED: { status: 429, slug: 'too_many_requests', message: 'Too many sign-in requests from this address. Please wait a minute and try again.', title: REFUSED },
+  GH_ERR_LOGOUT_TOKEN_INVALID: { status: 400, slug: 'invalid_request', message: 'The logout token is invalid: %s.', title: REFUSED },
+  GH_ERR_CSRF_REJECTED: { status: 403, slug: 'forbidden', message: 'Cross-site requests that change data are not allowed.', title: REFUSED },
+  GH_ERR_PROVIDER_UNAVAILABLE: { status: 503, slug: 'provider_unavailable', message: 'The authorization server cannot be reached right now. Please try again shortly.', title: TRY_AGAIN },
+  GH_ERR_STORE_UNAVAILABLE: { status: 503, slug: 'store_unavailable', message: 'The session store cannot be reached right now. Please try again shortly.', title: TRY_AGAIN, bare: true },
+  GH_ERR_UPSTREAM_UNAVAILABLE: { status: 502, slug: 'bad_gateway', message: 'The service behind the gateway cannot be reached.', title: REFUSED },
+  GH_ERR_INTERNAL: { status: 500, slug: 'internal_error', message: 'Something went wrong in the gateway.', title: REFUSED },
+} as const satisfies Record<string, ErrorRow>;
 
-export type ErrorCode = keyof typeof ERROR_TABLE;
+export type ErrorCode = keyof typeof REGISTRY;
 
 export interface GatehouseError extends FastifyError {
   code: ErrorCode;
@@ -51,27 +60,49 @@ export interface GatehouseError extends FastifyError {
 }
 
 const constructors = Object.fromEntries(
-  Object.entries(ERROR_TABLE).map(([code, { status, message }]) => [code, createError(code, message, status)]),
+  Object.entries(REGISTRY).map(([code, { status, message }]) => [code, createError(code, message, status)]),
 ) as Record<ErrorCode, createError.FastifyErrorConstructor>;
 
 /**
- * Creates the error for `code`, keeping `cause` for the log.
+ * Creates the error for `code`, keeping `cause` for the log; `status`
+ * overrides the registry's where one code covers several statuses.
  * @example throw gatehouseError('GH_ERR_STORE_UNAVAILABLE', { cause: err })
  */
-export function gatehouseError(code: ErrorCode, options: { cause?: unknown; detail?: string } = {}): GatehouseError {
+export function gatehouseError(code: ErrorCode, options: { cause?: unknown; detail?: string; status?: number } = {}): GatehouseError {
   const error = (options.detail === undefined ? new constructors[code]() : new constructors[code](options.detail)) as GatehouseError;
   if (options.cause !== undefined) error.cause = options.cause;
+  if (options.status !== undefined) error.statusCode = options.status;
   return error;
 }
 
-/** The stable `error` field of JSON bodies for a code. */
-export function errorSlug(code: ErrorCode): string {
-  return ERROR_TABLE[code].slug;
+/** How the registry answers `code`: its JSON `error` slug, page title, and whether the JSON body is bare. */
+export function errorRow(code: ErrorCode): ErrorRow {
+  return REGISTRY[code];
 }
 
 export function isGatehouseError(error: unknown): error is GatehouseError {
   const code = (error as { code?: unknown } | undefined)?.code;
-  return error instanceof Error && typeof code === 'string' && code in ERROR_TABLE;
+  return error instanceof Error && typeof code === 'string' && code in REGISTRY;
 }
 
-export { ERROR_TABLE };
+/** Thrown with every configuration problem found, one `key: what is wrong` line each (GH_ERR_CONFIG_INVALID). */
+export class ConfigError extends Error {
+  readonly code = 'GH_ERR_CONFIG_INVALID' satisfies ErrorCode;
+  constructor(readonly problems: string[]) {
+    super(problems.join('\n'));
+  }
+}
+
+/**
+ * An authorization server (or its JWKS or userinfo endpoint) answered with
+ * an unusable HTTP status. `classifyProviderFailure` (oauth/provider.ts) reads `status`.
+ */
+export class ProviderAnswerError extends Error {
+  override readonly name = 'ProviderAnswerError';
+  constructor(
+    message: string,
+    readonly status: number,
+  ) {
+    super(message);
+  }
+}

@@ -4,14 +4,7 @@ import { Value, type ValueError } from '@sinclair/typebox/value';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { ConfigSchema, SECRET_KEYS, type Config } from './schema.js';
 import { checkConfig, problemKey } from './checks.js';
-
-/** Thrown with every problem found, one `key: what is wrong` line each (GH_ERR_CONFIG_INVALID). */
-export class ConfigError extends Error {
-  readonly code = 'GH_ERR_CONFIG_INVALID';
-  constructor(readonly problems: string[]) {
-    super(problems.join('\n'));
-  }
-}
+import { ConfigError } from '../errors.js';
 
 const ENV_REFERENCE = /\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
 /**

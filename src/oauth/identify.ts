@@ -1,5 +1,6 @@
 import * as oidc from 'openid-client';
 import type { Provider } from './provider.js';
+import { ProviderAnswerError } from '../errors.js';
 
 /** Who signed in, and the claims /session shows. */
 export interface Identity {
@@ -47,8 +48,8 @@ async function fetchUserinfo(provider: Provider, accessToken: string, subject: u
   }
   const endpoint = new URL(configuration.serverMetadata().userinfo_endpoint!);
   const response = await oidc.fetchProtectedResource(configuration, accessToken, endpoint, 'GET', undefined, new Headers({ accept: 'application/json' }));
-  if (!response.ok) throw Object.assign(new Error('userinfo request failed'), { status: response.status });
+  if (!response.ok) throw new ProviderAnswerError('userinfo request failed', response.status);
   const body: unknown = await response.json();
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw Object.assign(new Error('userinfo is not a JSON object'), { status: 502 });
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new ProviderAnswerError('userinfo is not a JSON object', 502);
   return body as Record<string, unknown>;
 }

@@ -1,6 +1,6 @@
 import { constants, createPublicKey, verify, type KeyObject } from 'node:crypto';
 import type { Provider } from './provider.js';
-import { gatehouseError, type GatehouseError } from '../errors.js';
+import { gatehouseError, ProviderAnswerError, type GatehouseError } from '../errors.js';
 
 /** The event a logout token must carry (OpenID Connect Back-Channel Logout 1.0 §2.4). */
 export const BACKCHANNEL_LOGOUT_EVENT = 'http://schemas.openid.net/event/backchannel-logout';
@@ -156,7 +156,7 @@ export class LogoutTokenVerifier {
         redirect: 'error',
         signal: AbortSignal.timeout(this.#timeoutMs),
       });
-      if (!response.ok) throw Object.assign(new Error('jwks_uri did not answer 200'), { status: response.status });
+      if (!response.ok) throw new ProviderAnswerError('jwks_uri did not answer 200', response.status);
       body = await response.json();
     } catch (cause) {
       throw gatehouseError('GH_ERR_PROVIDER_UNAVAILABLE', { cause });

@@ -155,12 +155,21 @@ export function describeFailure(err: unknown): Record<string, unknown> {
 }
 
 /**
- * Sorts a failed token-endpoint call (SPEC §4): a definite answer from the
- * AS (4xx except 408 and 429, OAuth error or not) means the grant is dead;
- * anything else (network, timeout, 5xx, 408, 429, an unusable 200) is
- * transient and must keep the session.
+ * How a call to the authorization server failed, for refresh and callback alike:
+ * - `rejected`: a definite answer, 4xx except 408 and 429 (OAuth error or
+ *   not): the grant or the code is dead (RFC 6749 §5.2);
+ * - `unreachable`: no answer worth keeping (network failure, timeout, 5xx,
+ *   408, 429): the same call may succeed later;
+ * - `unusable`: an answer without an HTTP status to blame that failed
+ *   openid-client's checks (an ID token that does not validate, say).
+ * A refresh keeps the sessions unless `rejected` (test/refresh/refresh-failures.test.ts);
+ * a sign-in is refused unless `unreachable` (test/callback/state-checks.test.ts).
  */
-export function isGrantRejected(err: unknown): boolean {
+export type ProviderFailure = 'rejected' | 'unreachable' | 'unusable';
+
+export function classifyProviderFailure(err: unknown): ProviderFailure {
   const { status } = describeFailure(err) as { status?: number };
-  return status !== undefined && status >= 400 && status < 500 && status !== 408 && status !== 429;
+  // fetch reports a network failure as a TypeError, a timeout or abort as a DOMException.
+  if (status === undefined) return err instanceof TypeError || err instanceof DOMException ? 'unreachable' : 'unusable';
+  return status >= 400 && status < 500 && status !== 408 && status !== 429 ? 'rejected' : 'unreachable';
 }

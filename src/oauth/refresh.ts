@@ -1,7 +1,7 @@
 import * as oidc from 'openid-client';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Provider } from './provider.js';
-import { describeFailure, isGrantRejected } from './provider.js';
+import { classifyProviderFailure, describeFailure } from './provider.js';
 import { needsRefresh, readTokenResponse } from './token-set.js';
 import type { SessionStore, TokenRecord } from '../session/store.js';
 import { userLock } from '../session/keys.js';
@@ -96,7 +96,7 @@ export class TokenRefresher {
       response = await oidc.refreshTokenGrant(provider.configuration, current.refreshToken!);
     } catch (err) {
       metrics.refreshes.inc({ result: 'failed' });
-      if (isGrantRejected(err)) {
+      if (classifyProviderFailure(err) === 'rejected') {
         log.info({ userId: current.userId, failure: describeFailure(err) }, 'refresh rejected');
         await endAllSessions(store, current);
         throw gatehouseError('GH_ERR_SESSION_REQUIRED', { cause: err });

@@ -1,21 +1,8 @@
 import fp from 'fastify-plugin';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { errorSlug, gatehouseError, isGatehouseError, type ErrorCode, type GatehouseError } from '../errors.js';
+import { errorRow, gatehouseError, isGatehouseError, type GatehouseError } from '../errors.js';
 import { isNavigation } from '../http/request-kind.js';
 import { PAGE_SECURITY_POLICY, messagePage } from '../http/pages.js';
-
-/** Bodies fixed by SPEC §4 and §6: exactly `{"error": ...}`. */
-const BARE_BODIES: ReadonlySet<ErrorCode> = new Set(['GH_ERR_SESSION_REQUIRED', 'GH_ERR_STORE_UNAVAILABLE']);
-
-const TITLES: Partial<Record<ErrorCode, string>> = {
-  GH_ERR_SESSION_REQUIRED: 'Sign in required',
-  GH_ERR_CALLBACK_STATE: 'Sign-in did not complete',
-  GH_ERR_CALLBACK_DENIED: 'Sign-in did not complete',
-  GH_ERR_CALLBACK_REJECTED: 'Sign-in did not complete',
-  GH_ERR_CALLBACK_IDENTITY: 'Sign-in did not complete',
-  GH_ERR_PROVIDER_UNAVAILABLE: 'Please try again shortly',
-  GH_ERR_STORE_UNAVAILABLE: 'Please try again shortly',
-};
 
 /**
  * Replaces Fastify's error and not-found handlers. Every error becomes a
@@ -39,10 +26,10 @@ export const errorsPlugin = fp(
 function toGatehouseError(error: FastifyError): GatehouseError {
   if (isGatehouseError(error)) return error;
   const status = error.statusCode ?? 500;
-  if (status === 431) return Object.assign(gatehouseError('GH_ERR_REQUEST_INVALID', { cause: error, detail: 'headers too large' }), { statusCode: 431 });
+  if (status === 431) return gatehouseError('GH_ERR_REQUEST_INVALID', { cause: error, detail: 'headers too large', status: 431 });
   if (error instanceof URIError) return gatehouseError('GH_ERR_REQUEST_INVALID', { cause: error, detail: 'invalid percent-encoding in the URL' });
   if (status >= 400 && status < 500) {
-    return Object.assign(gatehouseError('GH_ERR_REQUEST_INVALID', { cause: error, detail: 'it cannot be processed' }), { statusCode: status });
+    return gatehouseError('GH_ERR_REQUEST_INVALID', { cause: error, detail: 'it cannot be processed', status });
   }
   return gatehouseError('GH_ERR_INTERNAL', { cause: error });
 }
@@ -54,16 +41,17 @@ function toGatehouseError(error: FastifyError): GatehouseError {
 export function sendError(request: FastifyRequest, reply: FastifyReply, error: GatehouseError, link?: { href: string; text: string }): FastifyReply {
   const { cookies, basePath, config } = request.server.gatehouse;
   if (error.code === 'GH_ERR_SESSION_REQUIRED' && request.cookies[cookies.sessionName] !== undefined) cookies.clearSession(reply);
+  const row = errorRow(error.code);
   reply.code(error.statusCode).header('cache-control', 'no-store').header('x-content-type-options', 'nosniff');
   if (isNavigation(request)) {
     const signIn = link ?? (error.code === 'GH_ERR_SESSION_REQUIRED' ? signInLink(request, basePath, config.paths.login) : undefined);
     return reply
       .header('content-security-policy', PAGE_SECURITY_POLICY)
       .type('text/html; charset=utf-8')
-      .send(messagePage(TITLES[error.code] ?? 'Request refused', error.message, signIn));
+      .send(messagePage(row.title, error.message, signIn));
   }
-  const slug = errorSlug(error.code);
-  if (BARE_BODIES.has(error.code)) return reply.type('application/json; charset=utf-8').send({ error: slug });
+  const slug = row.slug;
+  if (row.bare) return reply.type('application/json; charset=utf-8').send({ error: slug });
   return reply.type('application/json; charset=utf-8').send({ error: slug, message: error.message, ...(link ? { login: link.href } : {}) });
 }
 

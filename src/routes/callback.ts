@@ -2,7 +2,7 @@ import * as oidc from 'openid-client';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { gatehouseError, type GatehouseError } from '../errors.js';
 import { findByState, PENDING_LOGIN_TTL_MS, type PendingLogin } from '../oauth/pending-login.js';
-import { describeFailure, isGrantRejected } from '../oauth/provider.js';
+import { classifyProviderFailure, describeFailure } from '../oauth/provider.js';
 import { identify } from '../oauth/identify.js';
 import { readTokenResponse } from '../oauth/token-set.js';
 import { continuePage, PAGE_SECURITY_POLICY } from '../http/pages.js';
@@ -139,7 +139,7 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
 
   function loginFailure(request: FastifyRequest, err: unknown, event: string): GatehouseError {
     const failure = describeFailure(err);
-    const transient = failure.status === undefined ? failure.type === 'TypeError' || failure.type === 'TimeoutError' || failure.type === 'AbortError' : !isGrantRejected(err);
+    const transient = classifyProviderFailure(err) === 'unreachable';
     metrics.logins.inc({ result: transient ? 'provider_unavailable' : 'rejected' });
     request.log.warn({ failure }, event);
     return gatehouseError(transient ? 'GH_ERR_PROVIDER_UNAVAILABLE' : 'GH_ERR_CALLBACK_REJECTED', { cause: err });

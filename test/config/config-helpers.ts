@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { ConfigError, loadConfig } from '../../src/config/load.js';
+import { loadConfig } from '../../src/config/load.js';
+import { ConfigError } from '../../src/errors.js';
 
 /** A valid 32-byte key, base64. */
 export const KEY = randomBytes(32).toString('base64');

@@ -3,7 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ConfigError, loadConfig, loadConfigFile } from '../../src/config/load.js';
+import { loadConfig, loadConfigFile } from '../../src/config/load.js';
+import { ConfigError } from '../../src/errors.js';
 import { KEY, minimal, problemsOf, withKeys } from './config-helpers.js';
 
 /** SPEC §3: `${NAME}` anywhere in a string value is replaced by the environment variable NAME (missing variable = config error). */
