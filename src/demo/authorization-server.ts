@@ -1,6 +1,7 @@
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
 import { closeServer, listen } from './listen.js';
+import { escapeHtml } from '../http/pages.js';
 
 import Provider, {
   type Account,
@@ -218,10 +219,6 @@ function findAccount(_ctx: KoaContextWithOIDC, sub: string): Account {
 function renderError(ctx: KoaContextWithOIDC, out: ErrorOut): void {
   ctx.type = 'html';
   ctx.body = `<!doctype html><title>${escapeHtml(out.error)}</title><h1>${escapeHtml(out.error)}</h1><p>${escapeHtml(out.error_description ?? '')}</p>`;
-}
-
-function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (char) => `&#${char.charCodeAt(0)};`);
 }
 
 /**

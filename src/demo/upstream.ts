@@ -1,5 +1,6 @@
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import { closeServer, listen } from './listen.js';
+import { escapeHtml } from '../http/pages.js';
 
 /** Options of {@link startUpstream}. */
 export interface UpstreamOptions {
@@ -261,8 +262,4 @@ function failed(res: ServerResponse, err: unknown): void {
 function sendJson(res: ServerResponse, status: number, body: unknown): void {
   res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' });
   res.end(JSON.stringify(body));
-}
-
-function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (char) => `&#${char.charCodeAt(0)};`);
 }

@@ -40,14 +40,7 @@ export class TokenRefresher {
    */
   async fresh(record: TokenRecord, log: FastifyBaseLogger, now = Date.now()): Promise<TokenRecord> {
     if (!needsRefresh(record, this.#options.refreshSkewMs, now)) return record;
-    const running = this.#inFlight.get(record.userId);
-    if (running) {
-      this.#options.metrics.refreshes.inc({ result: 'joined' });
-      return running;
-    }
-    const refresh = this.#refreshUnderLock(record.userId, log).finally(() => this.#inFlight.delete(record.userId));
-    this.#inFlight.set(record.userId, refresh);
-    return refresh;
+    return this.#singleFlight(record.userId, log);
   }
 
   /**
@@ -58,6 +51,11 @@ export class TokenRefresher {
    * replica), that one is returned without calling the AS. Throws as fresh() does.
    */
   async replace(userId: string, rejected: string, log: FastifyBaseLogger): Promise<TokenRecord> {
+    return this.#singleFlight(userId, log, rejected);
+  }
+
+  /** Joins the refresh of `userId` under way in this process, or starts one. */
+  #singleFlight(userId: string, log: FastifyBaseLogger, rejected?: string): Promise<TokenRecord> {
     const running = this.#inFlight.get(userId);
     if (running) {
       this.#options.metrics.refreshes.inc({ result: 'joined' });
