@@ -14,6 +14,7 @@ import { SessionStore } from './session/store.js';
 import { GatewayCookies } from './http/cookies.js';
 import { contextPlugin, type GatewayContext } from './plugins/gateway-context.js';
 import { errorsPlugin } from './plugins/errors.js';
+import { accessLogPlugin } from './plugins/access-log.js';
 import { proxyPlugin } from './plugins/proxy.js';
 import { rateLimitPlugin } from './plugins/rate-limit.js';
 import { loginRoute } from './routes/login.js';
@@ -22,11 +23,15 @@ import { logoutRoute } from './routes/logout.js';
 import { sessionRoute } from './routes/session.js';
 import { backchannelLogoutRoute } from './routes/backchannel-logout.js';
 import { buildAdmin } from './admin/server.js';
+import { Readiness } from './admin/readiness.js';
+import { systemClock, type Clock } from './clock.js';
 
 export interface GatewayOptions {
   logger: Logger;
   /** Directory a relative `sqlite://` path is resolved against. */
   cwd: string;
+  /** What tells the time where it decides an outcome; the system clock unless a test passes its own. */
+  clock?: Clock;
 }
 
 /** A built gateway: the public app, the admin app, and what they share. Nothing listens yet. */
@@ -34,6 +39,8 @@ export interface Gateway {
   app: FastifyInstance;
   admin: FastifyInstance;
   context: GatewayContext;
+  /** What /readyz answers; shutdown turns it false first. */
+  readiness: Readiness;
   /** Closes both apps, the provider's retries and the store. */
   close(): Promise<void>;
 }
@@ -45,6 +52,7 @@ export interface Gateway {
  */
 export async function buildGateway(config: Config, options: GatewayOptions): Promise<Gateway> {
   const { logger } = options;
+  const clock = options.clock ?? systemClock;
   const sealer = new Sealer(config.session.encryptionKeys);
   const store = new SessionStore(await openBackend(config.session.store, options.cwd, config.session.keyPrefix), sealer, config.session.cacheSize);
   const provider = new Provider(config.provider, logger);
@@ -55,10 +63,12 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
     provider,
     store,
     metrics,
+    clock,
     refresher: new TokenRefresher({
       provider,
       store,
       metrics,
+      clock,
       refreshSkewMs: config.tokens.refreshSkew * 1000,
       defaultLifetime: config.tokens.defaultLifetime,
     }),
@@ -66,7 +76,6 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
     cookies: new GatewayCookies(config),
     redirectUri: `${publicUrl}${config.paths.callback}`,
     basePath: new URL(publicUrl).pathname.replace(/\/$/, ''),
-    shuttingDown: false,
   };
   if (config.server.publicUrl === 'https://app.example.com') {
     logger.warn('server.publicUrl is the example default https://app.example.com: set it to the URL browsers use');
@@ -83,24 +92,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   await app.register(contextPlugin, { context });
   await app.register(cookiePlugin);
   await app.register(errorsPlugin);
-  app.addHook('onResponse', async (request, reply) => {
-    const route = request.routeOptions.config.routeClass ?? 'proxy';
-    metrics.countRequest(route, reply.statusCode, reply.elapsedTime / 1000);
-    if (!logger.isLevelEnabled('info')) return;
-    const query = request.url.indexOf('?');
-    request.log.info(
-      {
-        method: request.method,
-        path: query < 0 ? request.url : request.url.slice(0, query),
-        route,
-        status: reply.statusCode,
-        ms: Math.round(reply.elapsedTime * 10) / 10,
-        ...(request.userId === undefined ? {} : { userId: request.userId }),
-        ...(request.upstreamSeconds < 0 ? {} : { upstreamMs: Math.round(request.upstreamSeconds * 10_000) / 10 }),
-      },
-      'request completed',
-    );
-  });
+  await app.register(accessLogPlugin, { logger });
   await app.register(rateLimitPlugin);
   await app.register(loginRoute);
   await app.register(callbackRoute);
@@ -109,11 +101,13 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   await app.register(backchannelLogoutRoute);
   await app.register(proxyPlugin);
 
-  const admin = await buildAdmin(context, logger);
+  const readiness = new Readiness(provider, store);
+  const admin = await buildAdmin(context, readiness, logger);
   return {
     app,
     admin,
     context,
+    readiness,
     async close() {
       provider.close();
       await app.close();

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Config } from './config/schema.js';
-import { buildGateway, type Gateway } from './app.js';
+import { buildGateway, type Gateway, type GatewayOptions } from './app.js';
 
 /** A gateway whose listeners are open. */
 export interface RunningGateway extends Gateway {
@@ -21,7 +21,7 @@ export interface RunningGateway extends Gateway {
  * `{"msg":"listening","address":...}` line.
  * @example const gateway = await startGateway(config, { logger, cwd: process.cwd() });
  */
-export async function startGateway(config: Config, options: { logger: Logger; cwd: string }): Promise<RunningGateway> {
+export async function startGateway(config: Config, options: GatewayOptions): Promise<RunningGateway> {
   const gateway = await buildGateway(config, options);
   let address: string;
   let adminAddress: string;
@@ -64,7 +64,7 @@ async function listen(app: FastifyInstance, host: string, port: number, message:
 const IDLE_SWEEP_MS = 100;
 
 async function shutdown(gateway: Gateway, graceMs: number, logger: Logger): Promise<void> {
-  gateway.context.shuttingDown = true;
+  gateway.readiness.shutDown();
   logger.info({ graceMs }, 'shutting down');
   const server = gateway.app.server;
   const grace = setTimeout(() => {

@@ -1,18 +1,18 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { GatewayContext } from '../plugins/gateway-context.js';
+import type { Readiness } from './readiness.js';
 
 /**
  * The admin app (SPEC §8), on its own listener that is never exposed:
  * liveness, readiness (provider metadata loaded, store answered within 5 s,
  * not shutting down) and Prometheus metrics.
  */
-export async function buildAdmin(context: GatewayContext, logger: Logger): Promise<FastifyInstance> {
+export async function buildAdmin(context: GatewayContext, readiness: Readiness, logger: Logger): Promise<FastifyInstance> {
   const admin = Fastify({ loggerInstance: logger.child({ listener: 'admin' }) as FastifyBaseLogger, logController: new LogController({ disableRequestLogging: true }) });
   admin.get('/healthz', async () => ({ status: 'ok' }));
   admin.get('/readyz', async (_request, reply) => {
-    const checks = { provider: context.provider.ready, store: context.store.ready, shuttingDown: context.shuttingDown };
-    const ready = checks.provider && checks.store && !checks.shuttingDown;
+    const { ready, ...checks } = readiness.check();
     return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not ready', ...checks });
   });
   admin.get('/metrics', async (_request, reply) => {

@@ -7,12 +7,14 @@ import type { SessionStore, TokenRecord } from '../session/store.js';
 import { userLock } from '../session/keys.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { gatehouseError } from '../errors.js';
+import type { Clock } from '../clock.js';
 
 export interface RefresherOptions {
   provider: Provider;
   store: SessionStore;
   metrics: Metrics;
   refreshSkewMs: number;
+  clock: Clock;
   defaultLifetime: number;
 }
 
@@ -38,7 +40,7 @@ export class TokenRefresher {
    * session of the user is ended) and GH_ERR_PROVIDER_UNAVAILABLE when the AS
    * cannot answer (everything kept).
    */
-  async fresh(record: TokenRecord, log: FastifyBaseLogger, now = Date.now()): Promise<TokenRecord> {
+  async fresh(record: TokenRecord, log: FastifyBaseLogger, now = this.#options.clock.now()): Promise<TokenRecord> {
     if (!needsRefresh(record, this.#options.refreshSkewMs, now)) return record;
     return this.#singleFlight(record.userId, log);
   }
@@ -71,7 +73,7 @@ export class TokenRefresher {
     return store.withLock(userLock(userId), async () => {
       const current = await store.getTokens(userId, true);
       if (!current) throw gatehouseError('GH_ERR_SESSION_REQUIRED');
-      const stale = rejected === undefined ? needsRefresh(current, this.#options.refreshSkewMs, Date.now()) : current.accessToken === rejected;
+      const stale = rejected === undefined ? needsRefresh(current, this.#options.refreshSkewMs, this.#options.clock.now()) : current.accessToken === rejected;
       if (!stale) {
         metrics.refreshes.inc({ result: 'joined' });
         return current;
@@ -87,7 +89,7 @@ export class TokenRefresher {
 
   async #refresh(current: TokenRecord, log: FastifyBaseLogger): Promise<TokenRecord> {
     const { provider, store, metrics } = this.#options;
-    const sentAt = Date.now();
+    const sentAt = this.#options.clock.now();
     let response: Awaited<ReturnType<typeof oidc.refreshTokenGrant>>;
     try {
       // No `scope` parameter: the granted scope stays, and some servers reject a repeated one.

@@ -6,6 +6,7 @@ import type { PendingLogins } from '../oauth/pending-login.js';
 import type { SessionStore } from '../session/store.js';
 import type { GatewayCookies } from '../http/cookies.js';
 import type { Metrics, RouteClass } from '../metrics/metrics.js';
+import type { Clock } from '../clock.js';
 
 /** Everything the routes and plugins share, built once by buildApp. */
 export interface GatewayContext {
@@ -20,8 +21,8 @@ export interface GatewayContext {
   redirectUri: string;
   /** Path of publicUrl without a trailing slash ('' at the root): prefix of links the browser follows. */
   basePath: string;
-  /** Readiness goes false first on SIGTERM. */
-  shuttingDown: boolean;
+  /** What tells the time where it decides an outcome (idle timeout, token expiry). */
+  clock: Clock;
 }
 
 declare module 'fastify' {

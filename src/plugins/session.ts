@@ -27,7 +27,7 @@ const IDLE_WRITE_FRACTION = 10;
  * lists this session (it was ended with all of the user's sessions). With a
  * warm cache this is one hash and two LRU lookups, no I/O.
  */
-export async function resolveSession(request: FastifyRequest, now = Date.now()): Promise<ResolvedSession | null> {
+export async function resolveSession(request: FastifyRequest, now = request.server.gatehouse.clock.now()): Promise<ResolvedSession | null> {
   const { store, cookies, config } = request.server.gatehouse;
   const sessionId = request.cookies[cookies.sessionName];
   if (sessionId === undefined || !isSessionIdShaped(sessionId)) return null;

@@ -26,7 +26,7 @@ type CallbackQuery = Record<string, string | string[] | undefined>;
  * a new session, and the browser is sent to its returnTo.
  */
 export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
-  const { config, provider, pendingLogins, cookies, store, metrics, redirectUri, basePath } = fastify.gatehouse;
+  const { config, provider, pendingLogins, cookies, store, metrics, redirectUri, basePath, clock } = fastify.gatehouse;
   const ttlMs = config.session.ttl * 1000;
   const expectIdToken = provider.isOpenIdProvider && config.provider.scopes.includes('openid');
   const loginHref = `${basePath}${config.paths.login}`;
@@ -60,7 +60,7 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
     const logoutIds = backchannelLogoutIds(response.tokens);
     const sessionId = newSessionId();
     const hash = hashSessionId(sessionId);
-    const now = Date.now();
+    const now = clock.now();
     const expiresAt = now + ttlMs;
     await store.withLock(userLock(identity.userId), async () => {
       const existing = await store.getTokens(identity.userId, true);
@@ -107,7 +107,7 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
     const configuration = provider.configuration;
     const currentUrl = new URL(redirectUri);
     currentUrl.search = request.url.slice(request.url.indexOf('?'));
-    const sentAt = Date.now();
+    const sentAt = clock.now();
     try {
       const tokens = await oidc.authorizationCodeGrant(configuration, currentUrl, {
         pkceCodeVerifier: pending.codeVerifier,

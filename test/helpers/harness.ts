@@ -9,6 +9,7 @@ import { startGateway, type RunningGateway } from '../../src/server.js';
 import { startAuthorizationServer, type AuthorizationServer, type AuthorizationServerOptions } from '../../src/demo/authorization-server.js';
 import { startUpstream, type Upstream } from '../../src/demo/upstream.js';
 import { SwitchableProxy } from './switchable-proxy.js';
+import type { Clock } from '../../src/clock.js';
 
 export const CLIENT_ID = 'gatehouse-test';
 
@@ -35,6 +36,8 @@ export interface HarnessOptions {
    * SameSite rules.
    */
   authorizationServerHost?: '127.0.0.1' | 'localhost';
+  /** The gateway's clock (a TestClock lets a test skip ahead instead of sleeping); default the system clock. */
+  clock?: Clock;
 }
 
 /** A real AS (behind a switchable proxy), a real upstream and a gateway, all on loopback. */
@@ -117,7 +120,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   });
   const logger = createLogger('debug', sink);
   if (options.asDownAtStart) asProxy.mode = 'down';
-  const gateway = await startGateway(loadConfig(document, {}), { logger, cwd: dir });
+  const gateway = await startGateway(loadConfig(document, {}), { logger, cwd: dir, ...(options.clock ? { clock: options.clock } : {}) });
   return {
     gateway,
     url: publicUrl,

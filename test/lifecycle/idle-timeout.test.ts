@@ -1,6 +1,6 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { startHarness } from '../helpers/harness.js';
+import { TestClock } from '../helpers/clock.js';
 import { signIn } from '../helpers/sign-in.js';
 import { findSetCookie, isDeletion } from '../helpers/set-cookie.js';
 import { navigate } from '../helpers/navigate.js';
@@ -17,7 +17,8 @@ const IDLE_SECONDS = 2;
  * not at every request.
  */
 t.test('idle timeout of 2 s', async (t) => {
-  const h = await startHarness({ config: { session: { idleTimeout: IDLE_SECONDS } } });
+  const clock = new TestClock();
+  const h = await startHarness({ config: { session: { idleTimeout: IDLE_SECONDS } }, clock });
   t.teardown(() => h.close());
   const watch = watchTokenEndpoint(h.as);
   const store = h.gateway.context.store;
@@ -37,19 +38,19 @@ t.test('idle timeout of 2 s', async (t) => {
       gaps.every((gap) => gap >= (IDLE_SECONDS * 1000) / 10),
       `recorded uses are at least a tenth of the idle timeout apart: ${gaps.join(', ')} ms`,
     );
-    const started = Date.now();
-    while (Date.now() - started < IDLE_SECONDS * 2000) {
+    const started = clock.now();
+    while (clock.now() - started < IDLE_SECONDS * 2000) {
       t.equal((await fetch(`${h.url}/api/me`, { headers: { cookie } })).status, 200, 'still signed in');
-      await sleep(300);
+      clock.advance(300);
     }
-    t.ok(Date.now() - started >= IDLE_SECONDS * 2000, 'used for twice the idle timeout');
+    t.ok(clock.now() - started >= IDLE_SECONDS * 2000, 'used for twice the idle timeout');
   });
 
   t.test('a session left alone ends: 401, cookie cleared, the last session revokes the refresh token', async (t) => {
     const { cookie } = await signIn(h.url, { user: 'bob' });
     const refreshToken = watch.issued.at(-1)!.refreshToken!;
     t.equal((await fetch(`${h.url}/session`, { headers: { cookie } })).status, 200);
-    await sleep(IDLE_SECONDS * 1000 + 500);
+    clock.advance(IDLE_SECONDS * 1000 + 500);
     const me = await fetch(`${h.url}/api/me`, { headers: { cookie } });
     t.equal(me.status, 401);
     t.strictSame(await me.json(), { error: 'unauthorized' });
@@ -65,10 +66,10 @@ t.test('idle timeout of 2 s', async (t) => {
     const idle = await signIn(h.url, { user: 'carol' });
     const busy = await signIn(h.url, { user: 'carol' });
     const refreshToken = watch.issued.at(-1)!.refreshToken!;
-    const started = Date.now();
-    while (Date.now() - started < IDLE_SECONDS * 1000 + 600) {
+    const started = clock.now();
+    while (clock.now() - started < IDLE_SECONDS * 1000 + 600) {
       t.equal((await fetch(`${h.url}/api/me`, { headers: { cookie: busy.cookie } })).status, 200);
-      await sleep(300);
+      clock.advance(300);
     }
     t.equal((await fetch(`${h.url}/api/me`, { headers: { cookie: idle.cookie } })).status, 401, 'the idle browser is signed out');
     t.equal((await fetch(`${h.url}/api/me`, { headers: { cookie: busy.cookie } })).status, 200, 'the busy one is not');

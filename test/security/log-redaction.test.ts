@@ -1,7 +1,7 @@
 import t from 'tap';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { KoaContextWithOIDC } from 'oidc-provider';
 import { startHarness } from '../helpers/harness.js';
+import { TestClock } from '../helpers/clock.js';
 import { approveAtAuthorizationServer, signIn, startLogin } from '../helpers/sign-in.js';
 
 /**
@@ -12,7 +12,8 @@ import { approveAtAuthorizationServer, signIn, startLogin } from '../helpers/sig
  * whole log is searched for it.
  */
 t.test('a full login, refresh, logout and failure run logs no secret at debug level', async (t) => {
-  const h = await startHarness({ accessTokenTtl: 2 });
+  const clock = new TestClock();
+  const h = await startHarness({ accessTokenTtl: 2, clock });
   t.teardown(() => h.close());
   const secrets = new Set<string>([h.clientSecret]);
   h.as.provider.on('grant.success', (ctx: KoaContextWithOIDC) => {
@@ -37,7 +38,7 @@ t.test('a full login, refresh, logout and failure run logs no secret at debug le
   t.equal((await fetch(`${h.url}/api/me`, { headers: { cookie: sessionCookie } })).status, 200);
 
   // refresh
-  await sleep(1500);
+  clock.advance(1500);
   t.equal((await fetch(`${h.url}/api/me`, { headers: { cookie: sessionCookie } })).status, 200);
   t.ok(h.as.grants.refreshToken >= 1, 'a refresh happened');
 
@@ -45,7 +46,7 @@ t.test('a full login, refresh, logout and failure run logs no secret at debug le
   t.equal((await fetch(callbackUrl, { headers: { cookie: loginCookie }, redirect: 'manual' })).status, 400);
   const bob = await signIn(h.url, { user: 'bob' });
   secrets.add(bob.cookie.slice('session_id='.length));
-  await sleep(1500);
+  clock.advance(1500);
   h.asProxy.mode = 'down';
   t.equal((await fetch(`${h.url}/api/me`, { headers: { cookie: bob.cookie } })).status, 503);
   h.asProxy.mode = 'html400';

@@ -1,0 +1,33 @@
+import fp from 'fastify-plugin';
+import type { Logger } from 'pino';
+
+/**
+ * After every response of the public app: counts it in
+ * `gatehouse_http_requests_total` and the duration histogram under its route
+ * class, and logs one `request completed` line at info (path without the
+ * query, which may hold codes or state). `logger` is the gateway's root logger.
+ */
+export const accessLogPlugin = fp<{ logger: Logger }>(
+  async (fastify, { logger }) => {
+    const { metrics } = fastify.gatehouse;
+    fastify.addHook('onResponse', async (request, reply) => {
+      const route = request.routeOptions.config.routeClass ?? 'proxy';
+      metrics.countRequest(route, reply.statusCode, reply.elapsedTime / 1000);
+      if (!logger.isLevelEnabled('info')) return;
+      const query = request.url.indexOf('?');
+      request.log.info(
+        {
+          method: request.method,
+          path: query < 0 ? request.url : request.url.slice(0, query),
+          route,
+          status: reply.statusCode,
+          ms: Math.round(reply.elapsedTime * 10) / 10,
+          ...(request.userId === undefined ? {} : { userId: request.userId }),
+          ...(request.upstreamSeconds < 0 ? {} : { upstreamMs: Math.round(request.upstreamSeconds * 10_000) / 10 }),
+        },
+        'request completed',
+      );
+    });
+  },
+  { name: 'gatehouse-access-log', fastify: '5.x', dependencies: ['gatehouse-context'] },
+);
