@@ -127,7 +127,7 @@ function requestId(request: IncomingMessage): string {
 
 /**
  * The public listener: request heads over `maxHeaderSize` get 431 from Node's
- * parser, and CONNECT (tunnelling, never proxied) is refused (SPEC §7).
+ * parser, and CONNECT (tunnelling, never proxied) is refused (SECURITY.md).
  */
 function createPublicServer(handler: RequestListener, maxHeaderSize: number): Server {
   const server = createServer({ maxHeaderSize }, handler);

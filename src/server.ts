@@ -9,7 +9,7 @@ export interface RunningGateway extends Gateway {
   address: string;
   adminAddress: string;
   /**
-   * Graceful stop (SPEC §2): readiness goes false, the listeners stop
+   * Graceful stop (README "Run it"): readiness goes false, the listeners stop
    * accepting, in-flight requests get up to `server.shutdownGrace` to finish,
    * then the store closes.
    */

@@ -4,7 +4,7 @@ import type { GatewayContext } from '../plugins/gateway-context.js';
 import type { Readiness } from './readiness.js';
 
 /**
- * The admin app (SPEC §8), on its own listener that is never exposed:
+ * The admin app (README "Observe"), on its own listener that is never exposed:
  * liveness, readiness (provider metadata loaded, store answered within 5 s,
  * not shutting down) and Prometheus metrics.
  */

@@ -45,7 +45,7 @@ export class GatewayCookies {
     else reply.setCookie(this.loginName, value, this.#login);
   }
 
-  /** A Cookie header without the gateway's own cookies (SPEC §5), or undefined when nothing remains. */
+  /** A Cookie header without the gateway's own cookies (README "How it works"), or undefined when nothing remains. */
   stripOwn(header: string): string | undefined {
     const kept = header
       .split(';')
@@ -54,7 +54,7 @@ export class GatewayCookies {
     return kept.length > 0 ? kept.join('; ') : undefined;
   }
 
-  /** Upstream Set-Cookie values minus any that would overwrite a gateway cookie (SPEC §5). */
+  /** Upstream Set-Cookie values minus any that would overwrite a gateway cookie (README "How it works"). */
   filterSetCookie(values: string | string[]): string[] {
     const list = Array.isArray(values) ? values : [values];
     return list.filter((value) => !this.isOwn(cookieName(value)));

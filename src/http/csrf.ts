@@ -4,7 +4,7 @@ import type { Config } from '../config/schema.js';
 const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
 
 /**
- * Builds the cross-site request check for proxied paths (SPEC §7; the
+ * Builds the cross-site request check for proxied paths (SECURITY.md; the
  * browser-based-apps draft's BFF CSRF defence). An unsafe request is refused
  * when its Origin is present and not allowed (`null` included), or when
  * `Sec-Fetch-Site: cross-site` comes without an allowed Origin, or when a

@@ -3,7 +3,7 @@ import { FastHistogram } from './fast-histogram.js';
 
 const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
-/** Route classes of `gatehouse_http_requests_total` (SPEC §8). */
+/** Route classes of `gatehouse_http_requests_total` (README "Observe"). */
 export type RouteClass = 'login' | 'callback' | 'logout' | 'session' | 'proxy';
 
 /**
@@ -48,7 +48,7 @@ export class Metrics {
     this.requestDuration.observe(seconds, route);
   }
 
-  /** @param countSessions the store-wide session count; without it the gauge is absent (SPEC §8) */
+  /** @param countSessions the store-wide session count; without it the gauge is absent (README "Observe") */
   constructor(countSessions?: () => Promise<number>) {
     const unscraped = this.#unscraped;
     new Counter({

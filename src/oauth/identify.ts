@@ -14,7 +14,7 @@ const MAX_USER_ID_LENGTH = 512;
 
 /**
  * Identifies the user after the code exchange: from `userIdClaim` of the
- * validated ID token, else from userinfo (SPEC §3). Without an issuer (plain
+ * validated ID token, else from userinfo (README "Configuration"). Without an issuer (plain
  * OAuth 2.0) only userinfo counts: any JSON object, the id being its
  * `userIdClaim` value, string or number.
  * @returns undefined when the AS names no usable user id

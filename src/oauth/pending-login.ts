@@ -11,7 +11,7 @@ export interface PendingLogin {
   createdAt: number;
 }
 
-/** How long a pending login stays valid (SPEC §4: within 10 minutes). */
+/** How long a pending login stays valid (README "What the browser sees": within 10 minutes). */
 export const PENDING_LOGIN_TTL_MS = 10 * 60 * 1000;
 /** Sign-ins one browser may have in flight at once (several tabs); older ones are dropped. */
 const MAX_PENDING = 4;

@@ -5,7 +5,7 @@ import type { Config } from '../config/schema.js';
 import { isLoopbackHost } from '../config/loopback.js';
 import { gatehouseError } from '../errors.js';
 
-/** How often discovery is retried while the authorization server does not answer (SPEC §2: at least every 5 s). */
+/** How often discovery is retried while the authorization server does not answer (README "Run it": at least every 5 s). */
 const DISCOVERY_RETRY_MS = 2000;
 
 /**
@@ -91,7 +91,7 @@ export class Provider {
 
 /**
  * Without an issuer there is nothing to validate an ID token against, and
- * SPEC §3 says one is then neither validated nor used: it is removed from
+ * README "Configuration" says one is then neither validated nor used: it is removed from
  * token responses before openid-client would try to validate it.
  */
 function withoutIdToken(tokenEndpoint: string): oidc.CustomFetch {

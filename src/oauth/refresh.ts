@@ -129,7 +129,7 @@ export class TokenRefresher {
   }
 }
 
-/** Deletes the user's token record and every session that shares it (SPEC §4, rejected refresh). */
+/** Deletes the user's token record and every session that shares it (README "What the browser sees", rejected refresh). */
 export async function endAllSessions(store: SessionStore, record: TokenRecord): Promise<void> {
   await Promise.all(Object.keys(record.sessions).map((hash) => store.deleteSession(hash)));
   await store.deleteTokens(record.userId);

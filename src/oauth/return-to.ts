@@ -6,7 +6,7 @@ const MAX_DECODE_ROUNDS = 3;
  * that could leave the site (RFC 9700 §4.11, open redirectors): it must be a
  * single string starting with exactly one `/` (not `//` or `/\`), with no
  * backslash and no control character (C0, DEL, C1), raw or percent-encoded
- * at any depth (SPEC §4). Spaces and non-ASCII characters are allowed and
+ * at any depth (README "What the browser sees"). Spaces and non-ASCII characters are allowed and
  * returned percent-encoded (UTF-8), so the result is always printable ASCII
  * and a valid Location header.
  * @example safeReturnTo('/orders?id=7') // '/orders?id=7'

@@ -1,7 +1,7 @@
 import type { TokenEndpointResponse } from 'openid-client';
 import type { TokenRecord } from '../session/store.js';
 
-/** The parts of a token response the gateway keeps, with expiry resolved (SPEC §3 `tokens`). */
+/** The parts of a token response the gateway keeps, with expiry resolved (README "Configuration" `tokens`). */
 export interface IssuedTokens {
   accessToken: string;
   refreshToken?: string;
@@ -33,7 +33,7 @@ export function readTokenResponse(response: TokenEndpointResponse, sentAt: numbe
 
 /**
  * Whether an access token must be refreshed before use: expired, or within the
- * skew, the skew being at most half the token's lifetime (SPEC §3).
+ * skew, the skew being at most half the token's lifetime (README "Configuration").
  */
 export function needsRefresh(record: TokenRecord, refreshSkewMs: number, now: number): boolean {
   const skew = Math.min(refreshSkewMs, (record.lifetime * 1000) / 2);

@@ -38,7 +38,7 @@ interface UpstreamResponse {
   stream: Readable;
 }
 
-/** Request headers set anew below: the Cookie (without the gateway's own) and, unless `server.trustProxy`, X-Forwarded-* and Forwarded (SPEC §5). */
+/** Request headers set anew below: the Cookie (without the gateway's own) and, unless `server.trustProxy`, X-Forwarded-* and Forwarded (README "How it works"). */
 function isReplacedUntrusted(name: string): boolean {
   return name === 'cookie' || name.startsWith('x-forwarded-') || name === 'forwarded';
 }
@@ -48,7 +48,7 @@ function isReplacedTrusted(name: string): boolean {
 
 /**
  * Every path that is not the gateway's own goes to `upstream` with the
- * user's access token (SPEC §5). The preHandler is the hot path: CSRF check,
+ * user's access token (README "How it works"). The preHandler is the hot path: CSRF check,
  * one cookie, LRU lookups, a refresh only when the token is stale.
  */
 export const proxyPlugin = fp(
@@ -161,7 +161,7 @@ export const proxyPlugin = fp(
     }
 
     // Fastify's own text/plain parser would buffer such bodies, and refuse any over
-    // its 1 MiB bodyLimit with 413; @fastify/http-proxy streams every other type (SPEC §5).
+    // its 1 MiB bodyLimit with 413; @fastify/http-proxy streams every other type (README "How it works").
     fastify.removeContentTypeParser('text/plain');
     await fastify.register(httpProxy, {
       upstream: config.upstream,
@@ -170,7 +170,7 @@ export const proxyPlugin = fp(
       preHandler: authenticate,
       handler: proxyTo,
       disableRequestLogging: true,
-      // Only the configured upstream ever receives a token: nothing in a request chooses the host (SPEC §5).
+      // Only the configured upstream ever receives a token: nothing in a request chooses the host (README "How it works").
       undici: {
         connections: 128,
         pipelining: 1,

@@ -67,7 +67,7 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
       const sessions = liveSessions(existing?.sessions ?? {}, now);
       const evicted = Object.keys(sessions).slice(0, Math.max(0, Object.keys(sessions).length - MAX_SESSIONS_PER_USER + 1));
       for (const old of evicted) delete sessions[old];
-      // A new login replaces the user's token record; the user's other sessions share the new tokens (SPEC §6).
+      // A new login replaces the user's token record; the user's other sessions share the new tokens (README "Storage").
       await store.saveTokens({ userId: identity.userId, ...issued, claims: identity.claims, sessions: { ...sessions, [hash]: expiresAt } }, now);
       await store.saveSession(hash, { userId: identity.userId, expiresAt, seenAt: now, ...(logoutIds.sid === undefined ? {} : { sid: logoutIds.sid }) }, now);
       await Promise.all(evicted.map((old) => store.deleteSession(old)));

@@ -49,7 +49,7 @@ type Cached = { kind: 'session'; record: SessionRecord } | { kind: 'tokens'; rec
  * sealed with AES-256-GCM before they reach the backend; sessions are keyed by
  * the hash of their id only. Every backend failure becomes
  * GH_ERR_STORE_UNAVAILABLE, and while the backend is known to be down the
- * cache serves nothing (SPEC §6).
+ * cache serves nothing (README "Storage").
  */
 export class SessionStore {
   readonly #backend: Backend;

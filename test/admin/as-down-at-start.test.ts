@@ -3,7 +3,7 @@ import { startHarness } from '../helpers/harness.js';
 import { signIn } from '../helpers/sign-in.js';
 
 /**
- * SPEC §2: if the authorization server is down at start-up, the gateway
+ * README "Run it": if the authorization server is down at start-up, the gateway
  * still listens, /readyz answers 503, discovery is retried at least every
  * 5 s, and requests that need the AS get 503 until it answers.
  */

@@ -4,7 +4,7 @@ import { once } from 'node:events';
 import { startHarness } from '../helpers/harness.js';
 import { signIn } from '../helpers/sign-in.js';
 
-/** SPEC §8: /healthz 200 while the process runs; /readyz 200 only when ready and not while shutting down. */
+/** README "Observe": /healthz 200 while the process runs; /readyz 200 only when ready and not while shutting down. */
 
 t.test('healthz and readyz on the admin listener only', async (t) => {
   const h = await startHarness();

@@ -2,7 +2,7 @@ import t from 'tap';
 import { startHarness } from '../helpers/harness.js';
 import { signIn } from '../helpers/sign-in.js';
 
-/** SPEC §8: GET /metrics on the admin listener, Prometheus text with the gateway's metrics and prom-client's defaults. */
+/** README "Observe": GET /metrics on the admin listener, Prometheus text with the gateway's metrics and prom-client's defaults. */
 
 interface Sample {
   name: string;

@@ -6,7 +6,7 @@ import { navigate } from '../helpers/navigate.js';
 import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 
 /**
- * SPEC §7: no response to the browser, header or body, contains an access or
+ * SECURITY.md: no response to the browser, header or body, contains an access or
  * refresh token, the client secret or the PKCE verifier; the ID token leaves
  * the gateway only as id_token_hint in the logout redirect. Every response of
  * /login, /callback (success and failures), /session and /logout is kept

@@ -5,7 +5,7 @@ import { approveAtAuthorizationServer, signIn } from '../helpers/sign-in.js';
 import { findSetCookie, isDeletion } from '../helpers/set-cookie.js';
 
 /**
- * SPEC §4, GET /callback success and the session cookie paragraph: name
+ * README "What the browser sees", GET /callback success and the session cookie paragraph: name
  * session_id, an opaque random value of at least 128 bits, HttpOnly, Path=/,
  * SameSite as configured (lax here), Secure per cookieSecure (auto with an
  * http publicUrl: not Secure), Max-Age per cookieMaxAge; the login cookie is

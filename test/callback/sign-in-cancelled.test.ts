@@ -6,7 +6,7 @@ import { navigate } from '../helpers/navigate.js';
 import { denyAtAuthorizationServer, watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 
 /**
- * SPEC §4, GET /callback?error=...: a 4xx page (navigations) or JSON (API
+ * README "What the browser sees", GET /callback?error=...: a 4xx page (navigations) or JSON (API
  * requests) that says sign-in did not complete and offers /login; no token
  * request. The user really presses Cancel at the AS.
  */

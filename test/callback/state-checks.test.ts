@@ -8,10 +8,10 @@ import { navigate } from '../helpers/navigate.js';
 import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 
 /**
- * SPEC §4: the state must match the pending login of this browser, once,
+ * README "What the browser sees": the state must match the pending login of this browser, once,
  * within 10 minutes (expiry: test/login/pending-login.test.ts). Missing,
  * unknown, reused or foreign state: 400, no token request, no session.
- * SPEC §7: repeated parameters and garbage get a clear 4xx, never a 5xx.
+ * SECURITY.md: repeated parameters and garbage get a clear 4xx, never a 5xx.
  */
 tap.test('GET /callback state checks', async (t) => {
   const h = await startHarness();

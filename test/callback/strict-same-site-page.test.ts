@@ -5,7 +5,7 @@ import { approveAtAuthorizationServer } from '../helpers/sign-in.js';
 import { findSetCookie, isDeletion } from '../helpers/set-cookie.js';
 
 /**
- * SPEC §4 with cookieSameSite: strict: the login cookie stays SameSite=Lax
+ * README "What the browser sees" with cookieSameSite: strict: the login cookie stays SameSite=Lax
  * (the callback arrives from the AS's site); the callback answers 200 with
  * an uncacheable HTML page that navigates to returnTo by itself and links to
  * it. With cookieSecure: true both cookies are Secure; with cookieMaxAge: 0

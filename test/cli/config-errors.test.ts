@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { ensureBuilt, runCli } from '../helpers/cli-process.js';
 
-/** SPEC §2 through the real entry point: invalid configs, `check`, GATEHOUSE_CONFIG. */
+/** README "Run it" through the real entry point: invalid configs, `check`, GATEHOUSE_CONFIG. */
 
 const dir = mkdtempSync(join(tmpdir(), 'gatehouse-cli-config-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));

@@ -6,7 +6,7 @@ import { loadConfig, loadConfigFile } from '../../src/config/load.js';
 import { ConfigSchema } from '../../src/config/schema.js';
 import { ROOT, ensureBuilt, runCli } from '../helpers/cli-process.js';
 
-/** config/gatehouse.example.yaml: every key of SPEC §3 and of the schema, commented, and accepted by `gatehouse check`. */
+/** config/gatehouse.example.yaml: every key of README "Configuration" and of the schema, commented, and accepted by `gatehouse check`. */
 
 const EXAMPLE = 'config/gatehouse.example.yaml';
 const text = readFileSync(`${ROOT}${EXAMPLE}`, 'utf8');

@@ -8,7 +8,7 @@ import { ensureBuilt, listeningAddress, runCli, spawnCli } from '../helpers/cli-
 import { startCast } from './cast.js';
 import { signIn } from '../helpers/sign-in.js';
 
-/** SPEC §2 through the real entry point: listening lines, LOG_LEVEL, graceful SIGTERM. */
+/** README "Run it" through the real entry point: listening lines, LOG_LEVEL, graceful SIGTERM. */
 
 t.before(ensureBuilt);
 const LARGE = 64 * 1024 * 1024;

@@ -5,7 +5,7 @@ import { ensureBuilt, spawnCli } from '../helpers/cli-process.js';
 import { startCast } from './cast.js';
 import { signIn } from '../helpers/sign-in.js';
 
-/** SPEC §6: the default store is SQLite and survives restarts; SPEC §3: a sqlite:// path is relative to the working directory. */
+/** README "Storage": the default store is SQLite and survives restarts; README "Configuration": a sqlite:// path is relative to the working directory. */
 
 t.before(ensureBuilt);
 

@@ -3,7 +3,7 @@ import { problemsOf, withKeys, KEY } from './config-helpers.js';
 
 /**
  * STYLE (from oauth2-proxy): collect every config problem, then fail once
- * with all of them — one `key: what is wrong` line each (SPEC §2).
+ * with all of them — one `key: what is wrong` line each (README "Run it").
  */
 
 t.test('several wrong keys give one line each', async (t) => {

@@ -2,8 +2,8 @@ import t from 'tap';
 import { loadConfig } from '../../src/config/load.js';
 import { KEY, problemsOf } from './config-helpers.js';
 
-/** SPEC §3: "Defaults are those shown, except the provider endpoints and clientSecret, which have none." */
-t.test('every key not given takes the default of SPEC §3', async (t) => {
+/** README "Configuration": "Defaults are those shown, except the provider endpoints and clientSecret, which have none." */
+t.test('every key not given takes the default of README "Configuration"', async (t) => {
   const config = loadConfig({ provider: { issuer: 'https://idp.example.com', clientSecret: 's3cret' } }, { GATEHOUSE_SESSION_KEY: KEY });
   t.strictSame(config, {
     server: {

@@ -2,7 +2,7 @@ import t from 'tap';
 import { loadConfig } from '../../src/config/load.js';
 import { problemsOf, withKeys } from './config-helpers.js';
 
-/** SPEC §3: durations are seconds (a number) or a string with a unit: 90s, 30m, 24h, 7d. */
+/** README "Configuration": durations are seconds (a number) or a string with a unit: 90s, 30m, 24h, 7d. */
 
 const DURATION_KEYS = [
   ['server', 'shutdownGrace'],

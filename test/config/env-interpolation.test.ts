@@ -7,7 +7,7 @@ import { loadConfig, loadConfigFile } from '../../src/config/load.js';
 import { ConfigError } from '../../src/errors.js';
 import { KEY, minimal, problemsOf, withKeys } from './config-helpers.js';
 
-/** SPEC §3: `${NAME}` anywhere in a string value is replaced by the environment variable NAME (missing variable = config error). */
+/** README "Configuration": `${NAME}` anywhere in a string value is replaced by the environment variable NAME (missing variable = config error). */
 
 const dir = mkdtempSync(join(tmpdir(), 'gatehouse-config-env-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));

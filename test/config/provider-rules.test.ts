@@ -2,7 +2,7 @@ import t from 'tap';
 import { loadConfig } from '../../src/config/load.js';
 import { problemsOf, withKeys } from './config-helpers.js';
 
-/** SPEC §3: provider URLs must be https, except http on loopback hosts; issuer or explicit endpoints; a secret for secret-based auth. */
+/** README "Configuration": provider URLs must be https, except http on loopback hosts; issuer or explicit endpoints; a secret for secret-based auth. */
 
 const HTTPS_ONLY = 'must use https (http is allowed only on localhost, 127.0.0.0/8 and [::1])';
 const ENDPOINTS = {

@@ -4,7 +4,7 @@ import { parse as parseYaml } from 'yaml';
 import { loadConfig, renderConfig } from '../../src/config/load.js';
 import { KEY, withKeys } from './config-helpers.js';
 
-/** SPEC §2: `check` prints the effective config as YAML with every secret shown as `[redacted]`. */
+/** README "Run it": `check` prints the effective config as YAML with every secret shown as `[redacted]`. */
 
 const secret = randomBytes(24).toString('base64url');
 const oldKey = randomBytes(32).toString('base64');

@@ -4,7 +4,7 @@ import { loadConfig } from '../../src/config/load.js';
 import { sqlitePath } from '../../src/session/backends/sqlite.js';
 import { KEY, problemsOf, withKeys } from './config-helpers.js';
 
-/** SPEC §3 and §6: encryption keys, cookie attributes that browsers would refuse, store URLs. */
+/** README "Configuration" and "Storage": encryption keys, cookie attributes that browsers would refuse, store URLs. */
 
 const keyOf = (bytes: number) => randomBytes(bytes).toString('base64');
 

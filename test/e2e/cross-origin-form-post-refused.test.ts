@@ -5,7 +5,7 @@ import { startHarness } from '../helpers/harness.js';
 import { keepEvidenceOnFailure, openBrowser, signInThroughBrowser } from './browser.js';
 
 /**
- * SPEC §7 in Chromium: a signed-in user visits a page on another origin whose
+ * SECURITY.md in Chromium: a signed-in user visits a page on another origin whose
  * form posts itself to the gateway. The gateway answers 403 and the upstream
  * never sees the request: from another port of the same host (same site, so
  * the Lax session cookie does travel with it and only the CSRF check stands

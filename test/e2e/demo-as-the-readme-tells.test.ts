@@ -4,7 +4,7 @@ import { ensureBuilt, spawnCli } from '../helpers/cli-process.js';
 import { openBrowser, submitLoginForm, upstreamCall } from './browser.js';
 
 /**
- * SPEC §2 `gatehouse demo`, as the README tells a newcomer to run it (`npm
+ * README "Run it" `gatehouse demo`, as the README tells a newcomer to run it (`npm
  * run demo` = build, then `node dist/cli.js demo`; GATEHOUSE_DEMO_PORT and
  * GATEHOUSE_DEMO_ADMIN_PORT change the ports): open the URL it prints, sign
  * in as alice, see the upstream's page, sign out.

@@ -6,7 +6,7 @@ import { bearersSeenUpstream, keepEvidenceOnFailure, openBrowser, recordResponse
 
 /**
  * One user's day in Chromium, against a real AS (on another site: localhost)
- * and a real upstream whose page calls the API with fetch(). SPEC §1, §4, §7:
+ * and a real upstream whose page calls the API with fetch(). README "How it works" and "What the browser sees", SECURITY.md:
  * the 401 sign-in page, sign-in through the AS's login page back to the page
  * first asked for, a JSON POST from the page, silent refresh past the access
  * token's lifetime, and no token ever within the page's reach.

@@ -4,7 +4,7 @@ import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 import { openBrowser, submitLoginForm, upstreamCall } from './browser.js';
 
 /**
- * SPEC §4 `GET /callback?error=...` in Chromium: the user presses Cancel on
+ * README "What the browser sees" `GET /callback?error=...` in Chromium: the user presses Cancel on
  * the AS's login page (oidc-provider's `/interaction/:uid/abort`); the AS
  * returns error=access_denied to the callback, which shows the gateway's
  * "sign-in was cancelled" page with a retry link, makes no token request and

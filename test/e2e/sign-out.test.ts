@@ -4,7 +4,7 @@ import { introspect, watchTokenEndpoint } from '../helpers/authorization-server-
 import { openBrowser, signInThroughBrowser } from './browser.js';
 
 /**
- * SPEC §4 `GET /logout` in Chromium: the gateway ends the session and sends
+ * README "What the browser sees" `GET /logout` in Chromium: the gateway ends the session and sends
  * the browser to the AS's end-session endpoint; oidc-provider asks the user
  * to confirm, then returns to post_logout_redirect_uri (publicUrl + '/'),
  * where the gateway shows its sign-in page; every protected page does again.

@@ -3,7 +3,7 @@ import { startHarness } from '../helpers/harness.js';
 import { openBrowser, submitLoginForm, upstreamCall } from './browser.js';
 
 /**
- * SPEC §4 with `session.cookieSameSite: strict`, in Chromium and with the AS
+ * README "What the browser sees" with `session.cookieSameSite: strict`, in Chromium and with the AS
  * on another site (localhost vs 127.0.0.1): the redirect chain into the
  * callback began on the AS's site, so a 302 onward would go without the new
  * Strict cookie. The callback answers a page that navigates onward by

@@ -32,7 +32,7 @@ export interface RedisServer {
 
 /**
  * Starts redis-server with `--save '' --appendonly no` (a restart loses
- * everything, as SPEC §6 describes), or with an fsync'ed append-only file
+ * everything, as README "Run several replicas (Redis)" describes), or with an fsync'ed append-only file
  * when `persistent`; no unix socket, bound to 127.0.0.1.
  *
  * @example

@@ -4,7 +4,7 @@ import { signIn } from '../helpers/sign-in.js';
 import { findSetCookie, isDeletion } from '../helpers/set-cookie.js';
 
 /**
- * SPEC §3: `cookieMaxAge: 0` = the cookie lasts until the browser closes:
+ * README "Configuration": `cookieMaxAge: 0` = the cookie lasts until the browser closes:
  * no Max-Age and no Expires on the session cookie, while the server-side
  * session keeps its `ttl`. Signing out still deletes the cookie.
  */

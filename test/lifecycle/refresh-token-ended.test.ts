@@ -7,7 +7,7 @@ import { findSetCookie, isDeletion } from '../helpers/set-cookie.js';
 import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 
 /**
- * SPEC §4: a refresh token that has expired or was revoked at the AS is a
+ * README "What the browser sees": a refresh token that has expired or was revoked at the AS is a
  * rejected refresh: the session ends with a clean 401, JSON for API calls,
  * the sign-in page for navigations, cookie cleared; never a 5xx.
  */

@@ -5,7 +5,7 @@ import { approveAtAuthorizationServer } from '../helpers/sign-in.js';
 import { findSetCookie, isDeletion } from '../helpers/set-cookie.js';
 
 /**
- * SPEC §4, GET /login: 302 to the AS authorization endpoint with
+ * README "What the browser sees", GET /login: 302 to the AS authorization endpoint with
  * response_type=code, client_id, redirect_uri, scope, state, PKCE S256 and a
  * nonce for openid; the pending login is bound to the browser by an
  * HttpOnly, SameSite=Lax login cookie of at most 600 s.

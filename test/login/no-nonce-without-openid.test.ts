@@ -2,7 +2,7 @@ import t from 'tap';
 import { startHarness } from '../helpers/harness.js';
 import { approveAtAuthorizationServer } from '../helpers/sign-in.js';
 
-/** SPEC §4: `nonce` is sent when `openid` is in scope, and only then. */
+/** README "What the browser sees": `nonce` is sent when `openid` is in scope, and only then. */
 t.test('without openid in scopes, /login sends no nonce and the AS accepts the request', async (t) => {
   const h = await startHarness({ config: { provider: { scopes: ['profile', 'email', 'offline_access'] } } });
   t.teardown(() => h.close());

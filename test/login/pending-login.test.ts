@@ -4,7 +4,7 @@ import { PENDING_LOGIN_TTL_MS, PendingLogins, findByState, type PendingLogin } f
 import { Sealer } from '../../src/session/seal.js';
 
 /**
- * SPEC §4: the pending login lives in a sealed login cookie bound to this
+ * README "What the browser sees": the pending login lives in a sealed login cookie bound to this
  * browser, and its state is accepted within 10 minutes only. Time is
  * injected, not slept through.
  */

@@ -4,7 +4,7 @@ import { CookieJar } from '../helpers/cookie-jar.js';
 import { approveAtAuthorizationServer } from '../helpers/sign-in.js';
 
 /**
- * SPEC §4: after sign-in the callback sends the browser to returnTo, which
+ * README "What the browser sees": after sign-in the callback sends the browser to returnTo, which
  * must be a local path (one leading `/`, no `//`, `/\`, backslash or control
  * character, raw or percent-encoded); anything else becomes `/`. Driven
  * through the real /login, AS and /callback, with the query strings a

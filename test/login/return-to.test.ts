@@ -2,7 +2,7 @@ import t from 'tap';
 import { safeReturnTo } from '../../src/oauth/return-to.js';
 
 /**
- * SPEC §4, GET /login: returnTo must start with exactly one `/` (not `//` or
+ * README "What the browser sees", GET /login: returnTo must start with exactly one `/` (not `//` or
  * `/\`) and contain no backslash or control character, raw or
  * percent-encoded; anything else becomes `/`. The values below are what the
  * route receives after the query string is decoded once.

@@ -5,7 +5,7 @@ import { findSetCookie, isDeletion } from '../helpers/set-cookie.js';
 import { introspect, watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 
 /**
- * SPEC §4, GET or POST /logout with the user's only session: the session is
+ * README "What the browser sees", GET or POST /logout with the user's only session: the session is
  * deleted, the cookie cleared, the refresh token revoked at the AS (proved
  * by the AS's own introspection), then 302 to the end-session endpoint with
  * id_token_hint and post_logout_redirect_uri, which the AS accepts.

@@ -4,9 +4,9 @@ import { signIn } from '../helpers/sign-in.js';
 import { introspect, watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 
 /**
- * SPEC §4, /logout: the refresh token is revoked only when no other session
+ * README "What the browser sees", /logout: the refresh token is revoked only when no other session
  * of the user remains. Two browsers of one user share the token record
- * (SPEC §6: the later login replaced it); the first logout leaves the other
+ * (README "Storage": the later login replaced it); the first logout leaves the other
  * browser working and the token alive, the second revokes it.
  */
 t.test('a user signed in twice: the first logout keeps the refresh token, the last revokes it', async (t) => {

@@ -5,8 +5,8 @@ import { findSetCookie, isDeletion } from '../helpers/set-cookie.js';
 import { introspect, watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 
 /**
- * SPEC §4: /logout without a live session still clears the cookie and
- * redirects. SPEC §7: a cross-site POST (foreign or `null` Origin, or
+ * README "What the browser sees": /logout without a live session still clears the cookie and
+ * redirects. SECURITY.md: a cross-site POST (foreign or `null` Origin, or
  * Sec-Fetch-Site: cross-site) is refused with 403 and changes nothing.
  */
 t.test('/logout edge cases', async (t) => {

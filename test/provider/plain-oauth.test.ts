@@ -3,7 +3,7 @@ import { startHarness } from '../helpers/harness.js';
 import { signIn } from '../helpers/sign-in.js';
 
 /**
- * SPEC §3, a plain OAuth 2.0 server: explicit endpoints instead of an
+ * README "Configuration", a plain OAuth 2.0 server: explicit endpoints instead of an
  * issuer, no discovery; the user is identified once, at the callback, by
  * userinfo; an id_token in the token response is neither validated nor used.
  */

@@ -3,7 +3,7 @@ import { startHarness, type Harness } from '../helpers/harness.js';
 import { signIn } from '../helpers/sign-in.js';
 
 /**
- * SPEC §7: an unsafe request (POST, PUT, PATCH, DELETE) to a proxied path is
+ * SECURITY.md: an unsafe request (POST, PUT, PATCH, DELETE) to a proxied path is
  * refused with 403 and never reaches the upstream when its Origin is present
  * and not the publicUrl origin (`null` included) or `Sec-Fetch-Site` is
  * `cross-site`; with neither header it passes, unless a required custom

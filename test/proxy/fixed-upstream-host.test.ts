@@ -5,7 +5,7 @@ import { httpSend } from '../helpers/http-request.js';
 import { startScriptedUpstream } from '../helpers/scripted-upstream.js';
 
 /**
- * SPEC §5: only the configured upstream is ever contacted with a token;
+ * README "How it works": only the configured upstream is ever contacted with a token;
  * nothing in a request (absolute-form target, Host, X-Forwarded-Host,
  * protocol-relative or user-info paths) can choose another host.
  */

@@ -6,7 +6,7 @@ import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 import { httpSend, type RawResponse } from '../helpers/http-request.js';
 
 /**
- * SPEC §4, "any other path, no cookie or unknown session id": 401, JSON
+ * README "What the browser sees", "any other path, no cookie or unknown session id": 401, JSON
  * `{"error":"unauthorized"}` for API calls (`Accept: *\/*` included), an HTML
  * page with a sign-in link for navigations, a stale cookie cleared, and
  * nothing sent upstream nor to the token endpoint.

@@ -7,8 +7,8 @@ import { httpSend } from '../helpers/http-request.js';
 import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 
 /**
- * SPEC §5, what the upstream receives from a valid session with a fresh
- * token, and SPEC §4, the response streamed back unchanged: bearer injection,
+ * README "How it works", what the upstream receives from a valid session with a fresh
+ * token, and README "What the browser sees", the response streamed back unchanged: bearer injection,
  * cookie stripping, X-Forwarded-*, hop-by-hop headers, method/path/query/body,
  * Set-Cookie filtering, large bodies both ways.
  */

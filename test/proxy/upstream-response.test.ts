@@ -5,10 +5,10 @@ import { httpSend } from '../helpers/http-request.js';
 import { startScriptedUpstream } from '../helpers/scripted-upstream.js';
 
 /**
- * SPEC §4 "the response (status, headers, body) is streamed back unchanged"
- * and SPEC §5 "hop-by-hop headers are never forwarded, in either direction",
+ * README "What the browser sees" "the response (status, headers, body) is streamed back unchanged"
+ * and README "How it works" "hop-by-hop headers are never forwarded, in either direction",
  * against an upstream scripted to answer with odd statuses and hop-by-hop
- * headers; then SPEC §4 "upstream unreachable: 502".
+ * headers; then README "What the browser sees" "upstream unreachable: 502".
  */
 t.test('what the browser receives from the upstream', async (t) => {
   const upstream = await startScriptedUpstream();

@@ -5,7 +5,7 @@ import { approveAtAuthorizationServer, startLogin } from '../helpers/sign-in.js'
 import { cookieHeader, get, signInAcross, startReplicas } from './replicas.js';
 
 /**
- * SPEC §4/§6: a login started on one replica completes on any other, and a
+ * README "What the browser sees" and "Run several replicas (Redis)": a login started on one replica completes on any other, and a
  * state accepted once is refused afterwards on every replica.
  */
 t.test('a login started on one replica completes on another; its state replayed on the first is refused', { skip: redisMissing }, async (t) => {

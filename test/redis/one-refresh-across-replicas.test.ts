@@ -5,7 +5,7 @@ import { signIn } from '../helpers/sign-in.js';
 import { get, startReplicas } from './replicas.js';
 
 /**
- * SPEC §6: concurrent requests of one user cause one refresh across all
+ * README "Run several replicas (Redis)": concurrent requests of one user cause one refresh across all
  * replicas (a lock in Redis; the replica that waited re-reads the record).
  * The AS rotates refresh tokens, so a second refresh with the same refresh
  * token would fail with invalid_grant and revoke the grant: its own counters

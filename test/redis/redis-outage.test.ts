@@ -9,7 +9,7 @@ import { signIn } from '../helpers/sign-in.js';
 import { get, signInAcross, startReplicas, within } from './replicas.js';
 
 /**
- * SPEC §6: with Redis unreachable every request that needs the store gets
+ * README "Run several replicas (Redis)": with Redis unreachable every request that needs the store gets
  * 503 store_unavailable, keeps its cookie and sends nothing upstream; the
  * gateways reconnect by themselves. Redis runs without persistence, so after
  * its restart (or a FLUSHALL) every old session gets a clean 401, never a 5xx.

@@ -24,7 +24,7 @@ export interface Replicas {
  * Starts redis-server, a harness (AS, upstream, replica 0) on it, and
  * `count - 1` more gateways with the same config on ports of their own. All
  * share `server.publicUrl`, `provider.*`, the cookie name and the encryption
- * keys (SPEC §6), so a browser may be sent to any of them. Everything is
+ * keys (README "Run several replicas (Redis)"), so a browser may be sent to any of them. Everything is
  * stopped by `t`'s teardown.
  */
 export async function startReplicas(t: Test, count = 2, options: HarnessOptions = {}): Promise<Replicas> {

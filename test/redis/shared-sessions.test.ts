@@ -5,7 +5,7 @@ import { signIn } from '../helpers/sign-in.js';
 import { activeSessions, get, signInAcross, startReplicas, within } from './replicas.js';
 
 /**
- * SPEC §6: replicas sharing `redis://` share sessions and token records, and
+ * README "Run several replicas (Redis)": replicas sharing `redis://` share sessions and token records, and
  * a change made by one is seen by every other within 200 ms (their
  * in-process caches are invalidated over pub/sub).
  */
@@ -74,7 +74,7 @@ t.test('a token record replaced on one replica is used by the other within 200 m
   t.equal((await get(b, '/api/me', laptop.cookie)).status, 200, 'B caches the token record');
   const before = h.upstream.received.at(-1)!.headers.authorization;
 
-  // A new login of the same user replaces the shared token record (SPEC §6), here on A.
+  // A new login of the same user replaces the shared token record (README "Run several replicas (Redis)"), here on A.
   await signIn(a, { user: 'carol' });
   const fresh = await h.gateway.context.store.getTokens('carol', true);
   t.not(`Bearer ${fresh!.accessToken}`, before, 'the new login issued another access token');

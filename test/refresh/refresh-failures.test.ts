@@ -7,7 +7,7 @@ import { revokeAtAuthorizationServer, shortLoginTokens, storedTokens, waitUntilE
 import type { ProxyMode } from '../helpers/switchable-proxy.js';
 
 /**
- * SPEC §4: a refresh rejected by the AS (any 4xx but 408 and 429) deletes the
+ * README "What the browser sees": a refresh rejected by the AS (any 4xx but 408 and 429) deletes the
  * token record and every session of the user, clears the cookie, 401; an AS
  * that is unreachable, answers 5xx or 429 gives 503 and keeps everything, so
  * the same cookie works once it recovers. Nothing is sent upstream on failure.

@@ -6,7 +6,7 @@ import { waitFor } from '../helpers/wait-for.js';
 import { shortLoginTokens, storedTokens } from '../helpers/refresh.js';
 
 /**
- * SPEC §3 `tokens.refreshSkew`: refresh this long before the access token
+ * README "Configuration" `tokens.refreshSkew`: refresh this long before the access token
  * expires, the effective skew being at most half the token's lifetime. With
  * a 6 s token and a 10 s skew the gateway refreshes 3 s before expiry: not
  * right after sign-in (the cap), then while the old token is still alive.

@@ -5,7 +5,7 @@ import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 import { shortLoginTokens, storedTokens, waitUntilExpired } from '../helpers/refresh.js';
 
 /**
- * SPEC §4: concurrent requests of one user cause one refresh. With rotation a
+ * README "What the browser sees": concurrent requests of one user cause one refresh. With rotation a
  * second refresh with the same refresh token would be refused and revoke the
  * grant (RFC 9700 §4.14.2), so the AS's own grant counters are the proof.
  */

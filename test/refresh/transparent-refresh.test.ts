@@ -5,10 +5,10 @@ import { introspect, watchTokenEndpoint } from '../helpers/authorization-server-
 import { shortLoginTokens, storedTokens, waitUntilExpired, watchRefreshGrants } from '../helpers/refresh.js';
 
 /**
- * SPEC §4, "valid session, token expired": the gateway refreshes with
+ * README "What the browser sees", "valid session, token expired": the gateway refreshes with
  * grant_type refresh_token and no `scope`, stores the new access token and
  * the rotated refresh token, then proxies; the same cookie keeps working.
- * SPEC §6: a refresh that does not rotate keeps the stored refresh token.
+ * README "Storage": a refresh that does not rotate keeps the stored refresh token.
  */
 t.test('an expired access token is refreshed, with refresh-token rotation', async (t) => {
   const h = await startHarness({ accessTokenTtl: shortLoginTokens(2) });

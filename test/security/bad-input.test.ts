@@ -4,7 +4,7 @@ import { startHarness } from '../helpers/harness.js';
 import { signIn } from '../helpers/sign-in.js';
 
 /**
- * SPEC §7: bad input of any kind gets a clear 4xx, never a 5xx or a crash,
+ * SECURITY.md: bad input of any kind gets a clear 4xx, never a 5xx or a crash,
  * and never loses another user's session. Hundreds of generated malformed
  * requests, sent raw over TCP so nothing in a client library cleans them up.
  */

@@ -5,7 +5,7 @@ import { TestClock } from '../helpers/clock.js';
 import { approveAtAuthorizationServer, signIn, startLogin } from '../helpers/sign-in.js';
 
 /**
- * SPEC §7: no log line contains a token, a session id, an authorization code
+ * SECURITY.md: no log line contains a token, a session id, an authorization code
  * or a secret — at debug level, through a login, a refresh, a logout and
  * several failures. Every secret is captured where it is born (the AS's
  * token responses and requests, the callback URL, the Set-Cookie) and the

@@ -5,7 +5,7 @@ import { findSetCookie, isDeletion } from '../helpers/set-cookie.js';
 import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 
 /**
- * SPEC §4, GET /session: 200 JSON {user: <ID token / userinfo claims>,
+ * README "What the browser sees", GET /session: 200 JSON {user: <ID token / userinfo claims>,
  * expiresAt: <session expiry, ISO 8601>} or 401; never a token. The session
  * ttl (2 h here) is absolute from login and differs from the cookie's
  * Max-Age (24 h default), so expiresAt must come from session.ttl.

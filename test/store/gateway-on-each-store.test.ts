@@ -4,7 +4,7 @@ import { signIn } from '../helpers/sign-in.js';
 import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 
 /**
- * SPEC §6 through the gateway, on each single-replica backend: a new login
+ * README "Storage" through the gateway, on each single-replica backend: a new login
  * of a user replaces the token record, shared by the user's sessions; an
  * ended session yields 401 while the other lives on.
  */

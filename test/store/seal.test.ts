@@ -4,9 +4,9 @@ import { Sealer } from '../../src/session/seal.js';
 import { hashSessionId, isSessionIdShaped, newSessionId } from '../../src/session/session-id.js';
 
 /**
- * SPEC §6: tokens are encrypted at rest with AES-256-GCM under
+ * README "Storage": tokens are encrypted at rest with AES-256-GCM under
  * session.encryptionKeys (the first encrypts, all decrypt); session ids are
- * stored only as a hash. SPEC §4: a session id carries at least 128 bits.
+ * stored only as a hash. README "What the browser sees": a session id carries at least 128 bits.
  */
 const key = () => randomBytes(32).toString('base64');
 /** The 4-byte fingerprint of the key that sealed a value (`v1.` then key id, IV, tag, body). */

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { storeConformance } from './store-conformance.js';
 
-/** SPEC §6: the sqlite:// backend passes the store conformance suite. */
+/** README "Storage": the sqlite:// backend passes the store conformance suite. */
 t.test('sqlite://', (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'gatehouse-store-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));

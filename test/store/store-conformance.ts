@@ -6,7 +6,7 @@ import { hashSessionId, newSessionId } from '../../src/session/session-id.js';
 import { SessionStore, type TokenRecord } from '../../src/session/store.js';
 
 /**
- * The one conformance suite every session-store backend passes (SPEC §6):
+ * The one conformance suite every session-store backend passes (README "Storage"):
  * what a session and a token record look like at rest, what an unknown or
  * expired id yields, replacement, deletion, single-use claims, and key
  * rotation. Each check reads through a second SessionStore on the same

@@ -6,7 +6,7 @@ import { redisMissing, startRedis } from '../helpers/redis.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 /**
- * SPEC §6, store unreachable: 503 `{"error":"store_unavailable"}`, cookie
+ * README "Storage", store unreachable: 503 `{"error":"store_unavailable"}`, cookie
  * kept, nothing sent upstream, the in-process cache serves nothing once the
  * outage is known; the gateway reconnects by itself. A real outage needs a
  * store outside the process: redis-server, stopped and started again. It

@@ -8,7 +8,7 @@ import { hashSessionId } from '../../src/session/session-id.js';
 import { shortLoginTokens, waitUntilExpired } from '../helpers/refresh.js';
 
 /**
- * SPEC §6: tokens are encrypted at rest and session ids stored only as a
+ * README "Storage": tokens are encrypted at rest and session ids stored only as a
  * hash: the bytes of the SQLite database (and its WAL) after sign-ins and a
  * refresh hold no token, no raw session id and no client secret.
  */

@@ -21,7 +21,7 @@ export interface Backend {
 
 /**
  * What the store needs to keep its in-process cache coherent with other
- * replicas sharing the backend (SPEC §6: a change made by one replica is seen
+ * replicas sharing the backend (README "Storage": a change made by one replica is seen
  * by every replica within 200 ms).
  */
 export interface CacheInvalidation {

@@ -28,7 +28,7 @@ const SESSION_PREFIX = KEY_PREFIX.session;
 
 /**
  * Reconnects after 50 ms, doubling up to 2 s, with jitter so that replicas do
- * not reconnect in lockstep; never gives up (SPEC §6: reconnects by itself).
+ * not reconnect in lockstep; never gives up (README "Run several replicas (Redis)": reconnects by itself).
  */
 export function reconnectDelay(retries: number): number {
   return Math.min(50 * 2 ** retries, 2000) + Math.floor(Math.random() * 50);
