@@ -25,7 +25,7 @@ const ID_TOKEN_LIKE = `eyJhbGciOiJSUzI1NiJ9.${'x'.repeat(600)}.${'y'.repeat(342)
 
 /**
  * Writes `count` sessions and their users' token records into the keyv
- * table the gateway reads (src/session/backend.ts: table `gatehouse`, key
+ * table the gateway reads (src/session/backends/sqlite.ts: table `gatehouse`, key
  * `gatehouse:s:<hash>` -> `{"value":{"userId","expiresAt"},"expires"}` and
  * `gatehouse:t:<userId>` -> `{"value":"<sealed record>","expires"}`), in one
  * raw transaction through sqlite3: through the store it would be one
