@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import sqlite3 from 'sqlite3';
 import { openBackend } from '../src/session/backends/open.js';
-import { NAMESPACE } from '../src/session/keys.js';
+import { KEY_PREFIX, NAMESPACE } from '../src/session/keys.js';
 import { Sealer } from '../src/session/seal.js';
 import { hashSessionId } from '../src/session/session-id.js';
 import { SessionStore, type TokenRecord } from '../src/session/store.js';
@@ -63,8 +63,8 @@ export async function seedSessions(path: string, count: number, sessionKey: stri
       claims: { sub: userId, name: `User ${i}`, email: `${userId}@example.com`, email_verified: true },
       sessions: { [hash]: expiresAt },
     };
-    params.push(`${NAMESPACE}:s:${hash}`, JSON.stringify({ value: { userId, expiresAt }, expires: expiresAt }));
-    params.push(`${NAMESPACE}:t:${userId}`, JSON.stringify({ value: sealer.seal(JSON.stringify(record), `tokens:${userId}`), expires: expiresAt }));
+    params.push(`${NAMESPACE}:${KEY_PREFIX.session}${hash}`, JSON.stringify({ value: { userId, expiresAt }, expires: expiresAt }));
+    params.push(`${NAMESPACE}:${KEY_PREFIX.tokens}${userId}`, JSON.stringify({ value: sealer.seal(JSON.stringify(record), `tokens:${userId}`), expires: expiresAt }));
     if (params.length === ROWS_PER_STATEMENT * 2) await flush(statement);
   }
   if (params.length > 0) await flush(`INSERT INTO gatehouse (key, value) VALUES ${Array(params.length / 2).fill('(?, ?)').join(', ')}`);
