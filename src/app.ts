@@ -12,7 +12,7 @@ import { openBackend } from './session/backends/open.js';
 import { Sealer } from './session/seal.js';
 import { SessionStore } from './session/store.js';
 import { GatewayCookies } from './http/cookies.js';
-import { contextPlugin, type GatewayContext } from './plugins/gateway-context.js';
+import { gatewayContextPlugin, type GatewayContext } from './plugins/gateway-context.js';
 import { errorsPlugin } from './plugins/errors.js';
 import { accessLogPlugin } from './plugins/access-log.js';
 import { proxyPlugin } from './plugins/proxy.js';
@@ -89,7 +89,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
     genReqId: requestId,
     serverFactory: (handler) => createPublicServer(handler as RequestListener, config.server.maxHeaderSize),
   });
-  await app.register(contextPlugin, { context });
+  await app.register(gatewayContextPlugin, { context });
   await app.register(cookiePlugin);
   await app.register(errorsPlugin);
   await app.register(accessLogPlugin, { logger });

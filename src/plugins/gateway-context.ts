@@ -8,7 +8,7 @@ import type { GatewayCookies } from '../http/cookies.js';
 import type { Metrics, RouteClass } from '../metrics/metrics.js';
 import type { Clock } from '../clock.js';
 
-/** Everything the routes and plugins share, built once by buildApp. */
+/** Everything the routes and plugins share, built once by buildGateway. */
 export interface GatewayContext {
   config: Config;
   provider: Provider;
@@ -36,7 +36,7 @@ declare module 'fastify' {
 }
 
 /** Decorates the instance with the shared GatewayContext. */
-export const contextPlugin = fp<{ context: GatewayContext }>(
+export const gatewayContextPlugin = fp<{ context: GatewayContext }>(
   async (fastify, { context }) => {
     fastify.decorate('gatehouse', context);
   },
