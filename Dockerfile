@@ -9,7 +9,10 @@
 # Docker engine: it reads the COPY, WORKDIR, ENV, USER and ENTRYPOINT lines of
 # the final stage and the npm commands of the deps stage, so keep them literal.
 
-ARG NODE_IMAGE=node:20-bookworm-slim
+# Node.js 24 LTS, the newest supported major (README, "Supported Node.js
+# versions"; test/deploy/runtime.test.ts keeps this line, package.json
+# "engines" and .ci/run in step).
+ARG NODE_IMAGE=node:24-bookworm-slim
 
 # Compiles TypeScript. Install scripts are skipped: tsc needs no native module,
 # the dev tree never ships, and the peers of the helm package used by the
