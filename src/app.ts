@@ -25,6 +25,7 @@ import { backchannelLogoutRoute } from './routes/backchannel-logout.js';
 import { buildAdmin } from './admin/server.js';
 import { Readiness } from './admin/readiness.js';
 import { systemClock, type Clock } from './clock.js';
+import type { Tracing } from './tracing/tracing.js';
 
 export interface GatewayOptions {
   logger: Logger;
@@ -32,6 +33,8 @@ export interface GatewayOptions {
   cwd: string;
   /** What tells the time where it decides an outcome; the system clock unless a test passes its own. */
   clock?: Clock;
+  /** Started tracing (README, "Tracing"); absent when it is off, and then nothing of it is registered. */
+  tracing?: Pick<Tracing, 'plugin'>;
 }
 
 /** A built gateway: the public app, the admin app, and what they share. Nothing listens yet. */
@@ -89,6 +92,8 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
     genReqId: requestId,
     serverFactory: (handler) => createPublicServer(handler as RequestListener, config.server.maxHeaderSize),
   });
+  // First, so that every later hook and route runs inside the request's server span.
+  if (options.tracing) await app.register(options.tracing.plugin);
   await app.register(gatewayContextPlugin, { context });
   await app.register(cookiePlugin);
   await app.register(errorsPlugin);

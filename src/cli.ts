@@ -67,10 +67,15 @@ async function main(): Promise<number> {
   // waiting for the AS then stops the gateway as soon as it is up, with exit 0.
   const signalled = untilSignal();
   // Imported here so that `check` and config errors answer without loading the server's dependencies.
+  const { startTracing } = await import('./tracing/tracing.js');
   const { startGateway } = await import('./server.js');
-  const gateway = await startGateway(config, { logger, cwd: process.cwd() });
+  // Before the gateway: discovery, its first call to the AS, is traced too. Undefined unless OTEL_* asks for it.
+  const tracing = await startTracing(process.env, logger);
+  const gateway = await startGateway(config, { logger, cwd: process.cwd(), ...(tracing ? { tracing } : {}) });
   await signalled;
   await gateway.shutdown();
+  // The spans of the last requests are still in the batch: export them before exiting.
+  await tracing?.shutdown();
   // Everything is closed, so the process ends by itself; should a handle
   // outlive the shutdown all the same, SIGTERM must still end the process.
   setTimeout(() => process.exit(0), EXIT_DEADLINE_MS).unref();

@@ -1,6 +1,7 @@
 import * as oidc from 'openid-client';
 import type { Provider } from './provider.js';
 import { ProviderAnswerError } from '../errors.js';
+import { traceAsCall } from '../tracing/tracing.js';
 
 /** Who signed in, and the claims /session shows. */
 export interface Identity {
@@ -31,7 +32,8 @@ export async function identify(
     for (const name of TOKEN_CLAIMS) delete claims[name];
   }
   if (claims[userIdClaim] === undefined && configuration.serverMetadata().userinfo_endpoint !== undefined) {
-    claims = { ...claims, ...(await fetchUserinfo(provider, response.access_token, claims.sub)) };
+    const subject = claims.sub;
+    claims = { ...claims, ...(await traceAsCall('userinfo', () => fetchUserinfo(provider, response.access_token, subject))) };
   }
   const userId = claims[userIdClaim];
   if ((typeof userId !== 'string' && typeof userId !== 'number') || String(userId).length === 0 || String(userId).length > MAX_USER_ID_LENGTH) {

@@ -4,6 +4,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config/schema.js';
 import { isLoopbackHost } from '../config/loopback.js';
 import { gatehouseError } from '../errors.js';
+import { traceAsCall } from '../tracing/tracing.js';
 
 /** How often discovery is retried while the authorization server does not answer (README "Run it": at least every 5 s). */
 const DISCOVERY_RETRY_MS = 2000;
@@ -63,10 +64,13 @@ export class Provider {
     const clientAuth = await clientAuthentication(settings);
     const insecure = usesLoopbackHttp(settings);
     if (settings.issuer !== undefined) {
-      return oidc.discovery(new URL(settings.issuer), settings.clientId, undefined, clientAuth, {
-        timeout: settings.timeout,
-        execute: insecure ? [oidc.allowInsecureRequests] : [],
-      });
+      const issuer = new URL(settings.issuer);
+      return traceAsCall('discovery', () =>
+        oidc.discovery(issuer, settings.clientId, undefined, clientAuth, {
+          timeout: settings.timeout,
+          execute: insecure ? [oidc.allowInsecureRequests] : [],
+        }),
+      );
     }
     const configuration = new oidc.Configuration(
       {

@@ -8,6 +8,8 @@ import { userLock } from '../session/keys.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { gatehouseError } from '../errors.js';
 import type { Clock } from '../clock.js';
+import type { Span } from '@opentelemetry/api';
+import { activeSpan, annotate, traceAsCall } from '../tracing/tracing.js';
 
 export interface RefresherOptions {
   provider: Provider;
@@ -58,17 +60,20 @@ export class TokenRefresher {
 
   /** Joins the refresh of `userId` under way in this process, or starts one. */
   #singleFlight(userId: string, log: FastifyBaseLogger, rejected?: string): Promise<TokenRecord> {
+    // The request's server span, which gets the refresh outcome (undefined while tracing is off).
+    const span = activeSpan();
     const running = this.#inFlight.get(userId);
     if (running) {
       this.#options.metrics.refreshes.inc({ result: 'joined' });
+      annotate(span, { 'gatehouse.refresh.outcome': 'joined' });
       return running;
     }
-    const refresh = this.#refreshUnderLock(userId, log, rejected).finally(() => this.#inFlight.delete(userId));
+    const refresh = this.#refreshUnderLock(userId, log, rejected, span).finally(() => this.#inFlight.delete(userId));
     this.#inFlight.set(userId, refresh);
     return refresh;
   }
 
-  async #refreshUnderLock(userId: string, log: FastifyBaseLogger, rejected?: string): Promise<TokenRecord> {
+  async #refreshUnderLock(userId: string, log: FastifyBaseLogger, rejected: string | undefined, span: Span | undefined): Promise<TokenRecord> {
     const { store, metrics } = this.#options;
     return store.withLock(userLock(userId), async () => {
       const current = await store.getTokens(userId, true);
@@ -76,27 +81,31 @@ export class TokenRefresher {
       const stale = rejected === undefined ? needsRefresh(current, this.#options.refreshSkewMs, this.#options.clock.now()) : current.accessToken === rejected;
       if (!stale) {
         metrics.refreshes.inc({ result: 'joined' });
+        annotate(span, { 'gatehouse.refresh.outcome': 'joined' });
         return current;
       }
       if (current.refreshToken === undefined) {
+        annotate(span, { 'gatehouse.refresh.outcome': 'no_refresh_token' });
         log.info({ userId }, 'access token expired without a refresh token');
         await endAllSessions(store, current);
         throw gatehouseError('GH_ERR_SESSION_REQUIRED');
       }
-      return this.#refresh(current, log);
+      return this.#refresh(current, log, span);
     });
   }
 
-  async #refresh(current: TokenRecord, log: FastifyBaseLogger): Promise<TokenRecord> {
+  async #refresh(current: TokenRecord, log: FastifyBaseLogger, span: Span | undefined): Promise<TokenRecord> {
     const { provider, store, metrics } = this.#options;
     const sentAt = this.#options.clock.now();
     let response: Awaited<ReturnType<typeof oidc.refreshTokenGrant>>;
     try {
       // No `scope` parameter: the granted scope stays, and some servers reject a repeated one.
-      response = await oidc.refreshTokenGrant(provider.configuration, current.refreshToken!);
+      response = await traceAsCall('refresh', () => oidc.refreshTokenGrant(provider.configuration, current.refreshToken!));
     } catch (err) {
       metrics.refreshes.inc({ result: 'failed' });
-      if (classifyProviderFailure(err) === 'rejected') {
+      const rejected = classifyProviderFailure(err) === 'rejected';
+      annotate(span, { 'gatehouse.refresh.outcome': rejected ? 'rejected' : 'failed' });
+      if (rejected) {
         log.info({ userId: current.userId, failure: describeFailure(err) }, 'refresh rejected');
         await endAllSessions(store, current);
         throw gatehouseError('GH_ERR_SESSION_REQUIRED', { cause: err });
@@ -109,6 +118,7 @@ export class TokenRefresher {
       issued = readTokenResponse(response, sentAt, this.#options.defaultLifetime);
     } catch (err) {
       metrics.refreshes.inc({ result: 'failed' });
+      annotate(span, { 'gatehouse.refresh.outcome': 'failed' });
       log.warn({ userId: current.userId, failure: describeFailure(err) }, 'refresh response unusable');
       throw gatehouseError('GH_ERR_PROVIDER_UNAVAILABLE', { cause: err });
     }
@@ -124,6 +134,7 @@ export class TokenRefresher {
     };
     await store.saveTokens(refreshed);
     metrics.refreshes.inc({ result: 'ok' });
+    annotate(span, { 'gatehouse.refresh.outcome': 'ok' });
     log.info({ userId: current.userId, rotated: issued.refreshToken !== undefined }, 'token refreshed');
     return refreshed;
   }

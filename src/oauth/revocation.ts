@@ -1,6 +1,7 @@
 import * as oidc from 'openid-client';
 import type { FastifyBaseLogger } from 'fastify';
 import { describeFailure, type Provider } from './provider.js';
+import { traceAsCall } from '../tracing/tracing.js';
 
 /**
  * Revokes a refresh token at the revocation endpoint (RFC 7009), when the
@@ -10,7 +11,7 @@ import { describeFailure, type Provider } from './provider.js';
 export async function revokeRefreshToken(provider: Provider, refreshToken: string, log: FastifyBaseLogger): Promise<void> {
   if (!provider.ready || provider.configuration.serverMetadata().revocation_endpoint === undefined) return;
   try {
-    await oidc.tokenRevocation(provider.configuration, refreshToken, { token_type_hint: 'refresh_token' });
+    await traceAsCall('revocation', () => oidc.tokenRevocation(provider.configuration, refreshToken, { token_type_hint: 'refresh_token' }));
   } catch (err) {
     log.warn({ failure: describeFailure(err) }, 'refresh token revocation failed');
   }

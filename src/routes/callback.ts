@@ -11,6 +11,7 @@ import { logoutLinkName } from '../session/ending.js';
 import { userLock } from '../session/keys.js';
 import { sha256Base64url } from '../hash.js';
 import { sendError } from '../plugins/errors.js';
+import { traceAsCall } from '../tracing/tracing.js';
 
 /** A user's sessions beyond this many (oldest first) are ended at the next login. */
 const MAX_SESSIONS_PER_USER = 50;
@@ -109,13 +110,15 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
     currentUrl.search = request.url.slice(request.url.indexOf('?'));
     const sentAt = clock.now();
     try {
-      const tokens = await oidc.authorizationCodeGrant(configuration, currentUrl, {
-        pkceCodeVerifier: pending.codeVerifier,
-        expectedState: pending.state,
-        // Without an issuer the ID token is ignored, so there is no nonce to check in it.
-        expectedNonce: provider.isOpenIdProvider ? pending.nonce : undefined,
-        idTokenExpected: expectIdToken,
-      });
+      const tokens = await traceAsCall('token', () =>
+        oidc.authorizationCodeGrant(configuration, currentUrl, {
+          pkceCodeVerifier: pending.codeVerifier,
+          expectedState: pending.state,
+          // Without an issuer the ID token is ignored, so there is no nonce to check in it.
+          expectedNonce: provider.isOpenIdProvider ? pending.nonce : undefined,
+          idTokenExpected: expectIdToken,
+        }),
+      );
       return { tokens, sentAt };
     } catch (err) {
       throw loginFailure(request, err, 'code exchange failed');

@@ -2,7 +2,7 @@ import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { ROOT } from '../cli/cli-process.js';
+import { ROOT } from '../helpers/cli-process.js';
 
 /**
  * The supported Node.js majors (README, "Supported Node.js versions") are
