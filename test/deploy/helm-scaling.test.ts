@@ -90,6 +90,11 @@ t.test('everything on: Ingress, HPA, PDB, metrics Service with ServiceMonitor, N
   t.strictSame(Object.keys(r.one('Secret').data).sort(), ['client-secret', 'session-key', 'session-key-1']);
   const env = podEnvironment(r);
   t.equal(env.LOG_LEVEL, 'debug');
+  t.match(
+    env,
+    { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://otel-collector.observability.svc:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_SERVICE_NAME: 'gatehouse-prod' },
+    'tracing.* becomes the standard OTEL_* variables (README, "Tracing")',
+  );
   const check = await checkRenderedConfig(r, env);
   t.equal(check.code, 0, check.stderr);
   const effective = parse(check.stdout);

@@ -77,6 +77,7 @@ t.test('minimal values: one hardened replica, probes on the admin port, SQLite o
 
   const env = podEnvironment(r);
   t.equal(env.GATEHOUSE_CLIENT_SECRET, 'test-client-secret', 'the client secret reaches the pod from the Secret');
+  t.notOk(Object.keys(env).some((name) => name.startsWith('OTEL_')), 'tracing off by default: no OTEL_* variable');
   t.notMatch(renderedConfig(r), /test-client-secret|MDEyMzQ1/, 'no secret value in the ConfigMap');
   const check = await checkRenderedConfig(r, env);
   t.equal(check.code, 0, check.stderr);
