@@ -1,8 +1,9 @@
 import type { Config } from './schema.js';
 import { isLoopbackHost } from './loopback.js';
+import { isRedisUrl, parseRedisUrl } from '../session/backends/redis-url.js';
 
 const KEY_BYTES = 32;
-const STORE_SCHEMES = ['memory:', 'sqlite:', 'redis:', 'rediss:'];
+const STORE_SCHEMES = ['memory:', 'sqlite:'];
 const PROVIDER_URL_KEYS = [
   'issuer',
   'authorizationEndpoint',
@@ -24,6 +25,9 @@ interface Rule {
   reads: readonly string[];
   check(config: Config): string[];
 }
+
+const STORE_FORMS =
+  'must be memory://, sqlite://PATH, redis://HOST:PORT/DB, rediss://HOST:PORT/DB, redis+sentinel://HOST:PORT[,HOST:PORT…]/MASTER[/DB] or redis+cluster://HOST:PORT[,HOST:PORT…] (rediss+ for TLS)';
 
 const SECURE_REQUIRED = '(an https publicUrl or session.cookieSecure: true)';
 
@@ -121,8 +125,14 @@ const RULES: readonly Rule[] = [
     reads: [],
     check({ session, tokens }) {
       const problems: string[] = [];
-      if (!STORE_SCHEMES.includes(parseUrl(session.store)?.protocol ?? '')) {
-        problems.push('session.store: must be memory://, sqlite://PATH, redis://HOST:PORT/DB or rediss://HOST:PORT/DB');
+      if (isRedisUrl(session.store)) {
+        try {
+          parseRedisUrl(session.store);
+        } catch (err) {
+          problems.push(`session.store: ${(err as Error).message}`);
+        }
+      } else if (!STORE_SCHEMES.includes(parseUrl(session.store)?.protocol ?? '')) {
+        problems.push(`session.store: ${STORE_FORMS}`);
       }
       if (session.ttl === 0) problems.push('session.ttl: must be greater than 0');
       if (tokens.defaultLifetime === 0) problems.push('tokens.defaultLifetime: must be greater than 0');

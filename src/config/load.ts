@@ -5,6 +5,7 @@ import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import { ConfigSchema, SECRET_KEYS, type Config } from './schema.js';
 import { checkConfig, problemKey } from './checks.js';
 import { ConfigError } from '../errors.js';
+import { isRedisUrl, redactRedisPassword } from '../session/backends/redis-url.js';
 
 const ENV_REFERENCE = /\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
 /**
@@ -77,14 +78,18 @@ export function renderConfig(config: Config): string {
     if (value === undefined) continue;
     section[name] = Array.isArray(value) ? value.map(() => REDACTED) : REDACTED;
   }
-  encoded.session!.store = redactUrlPassword(encoded.session!.store as string);
+  encoded.session!.store = redactStorePassword(encoded.session!.store as string);
   return stringifyYaml(encoded);
 }
 
 const REDACTED = '[redacted]';
 
-/** `redis://user:secret@host:6379/0` -> `redis://user:[redacted]@host:6379/0` */
-function redactUrlPassword(value: string): string {
+/**
+ * `redis://user:secret@host:6379/0` -> `redis://user:[redacted]@host:6379/0`;
+ * also the multi-host Redis forms, which the URL parser refuses.
+ */
+function redactStorePassword(value: string): string {
+  if (isRedisUrl(value)) return redactRedisPassword(value, REDACTED);
   let url: URL;
   try {
     url = new URL(value);

@@ -41,7 +41,7 @@ t.test('schema problems and problems between keys are reported together', async 
     'server.port: must be a port number (0 to 65535)',
     'session.cookieSameSite: none requires a Secure cookie (an https publicUrl or session.cookieSecure: true)',
     'session.encryptionKeys[1]: must be base64 of exactly 32 bytes, got 5 (generate one with: openssl rand -base64 32)',
-    'session.store: must be memory://, sqlite://PATH, redis://HOST:PORT/DB or rediss://HOST:PORT/DB',
+    'session.store: must be memory://, sqlite://PATH, redis://HOST:PORT/DB, rediss://HOST:PORT/DB, redis+sentinel://HOST:PORT[,HOST:PORT…]/MASTER[/DB] or redis+cluster://HOST:PORT[,HOST:PORT…] (rediss+ for TLS)',
     'tokens.refreshSkew: must be a duration: seconds, or a number with a unit such as 90s, 30m, 24h, 7d',
   ]);
 });

@@ -37,13 +37,36 @@ t.test('a __Host- or __Secure- cookie name without Secure is refused', async (t)
   t.strictSame(problemsOf(withKeys({ session: { cookieName: 'session id;' } })), ["session.cookieName: must be a cookie name (letters, digits and !#$%&'*+-.^_`|~)"]);
 });
 
-t.test('store URLs: memory, sqlite, redis and rediss; anything else is refused', async (t) => {
-  for (const store of ['memory://', 'sqlite://./data/gatehouse.sqlite', 'sqlite:///var/lib/gatehouse/db.sqlite', 'redis://cache:6379/0', 'redis://:pw@cache:6379/1', 'rediss://user:pw@cache.example.com:6380/0']) {
+t.test('store URLs: memory, sqlite, redis and rediss, Sentinel and Cluster; anything else is refused', async (t) => {
+  for (const store of [
+    'memory://',
+    'sqlite://./data/gatehouse.sqlite',
+    'sqlite:///var/lib/gatehouse/db.sqlite',
+    'redis://cache:6379/0',
+    'redis://cache',
+    'redis://:pw@cache:6379/1',
+    'rediss://user:pw@cache.example.com:6380/0',
+    'redis+sentinel://s1:26379,s2:26379,s3:26379/mymaster',
+    'redis+sentinel://:pw@s1:26379,[::1]:26380/mymaster/2',
+    'rediss+sentinel://user:pw@s1.example.com:26379/mymaster',
+    'redis+cluster://n1:6379,n2:6379,n3:6379',
+    'rediss+cluster://user:pw@n1.example.com:6380',
+  ]) {
     t.equal(loadConfig(withKeys({ session: { store } }), {}).session.store, store, store);
   }
-  for (const store of ['postgres://db/sessions', './data/gatehouse.sqlite', 'file:///tmp/x', 'memcached://cache:11211']) {
-    t.strictSame(problemsOf(withKeys({ session: { store } })), ['session.store: must be memory://, sqlite://PATH, redis://HOST:PORT/DB or rediss://HOST:PORT/DB'], store);
+  for (const store of ['postgres://db/sessions', './data/gatehouse.sqlite', 'file:///tmp/x', 'memcached://cache:11211', 'redis+replica://cache:6379']) {
+    t.strictSame(problemsOf(withKeys({ session: { store } })), ['session.store: must be memory://, sqlite://PATH, redis://HOST:PORT/DB, rediss://HOST:PORT/DB, redis+sentinel://HOST:PORT[,HOST:PORT…]/MASTER[/DB] or redis+cluster://HOST:PORT[,HOST:PORT…] (rediss+ for TLS)'], store);
   }
+  const refused: Array<[string, string]> = [
+    ['redis://a:6379,b:6379/0', 'redis:// names one server; use redis+sentinel:// or redis+cluster:// for several'],
+    ['redis+sentinel://s1:26379,s2:26379', "redis+sentinel:// needs the master's name: redis+sentinel://HOST:PORT,HOST:PORT/MASTER[/DB]"],
+    ['redis+sentinel://s1:26379/mymaster/x', 'the database must be a number'],
+    ['redis+cluster://n1:6379/0', 'redis+cluster:// takes no path: a Cluster has database 0 only'],
+    ['redis+cluster://n1:6379,,n2:6379', 'every node must be HOST:PORT'],
+    ['redis+cluster://n1:99999', 'a port must be 1-65535'],
+    ['redis://cache:6379/0?timeout=1', 'must not have a query or fragment'],
+  ];
+  for (const [store, problem] of refused) t.strictSame(problemsOf(withKeys({ session: { store } })), [`session.store: ${problem}`], store);
 });
 
 t.test('a sqlite:// path is relative to the working directory; sqlite:/// is absolute', async (t) => {

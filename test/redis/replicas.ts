@@ -30,7 +30,17 @@ export interface Replicas {
 export async function startReplicas(t: Test, count = 2, options: HarnessOptions = {}): Promise<Replicas> {
   const redis = await startRedis();
   t.teardown(() => redis.close());
-  const h = await startHarness({ ...options, store: redis.url });
+  const replicas = await startReplicasOn(t, redis.url, count, options);
+  const inspect = inspector(redis.url);
+  inspect.on('error', () => undefined);
+  await inspect.connect();
+  t.teardown(() => (inspect.isOpen ? inspect.destroy() : undefined));
+  return { ...replicas, redis, inspect };
+}
+
+/** {@link startReplicas} on a store that is already running: a Sentinel set, a Cluster. */
+export async function startReplicasOn(t: Test, store: string, count = 2, options: HarnessOptions = {}): Promise<Pick<Replicas, 'h' | 'gateways' | 'urls'>> {
+  const h = await startHarness({ ...options, store });
   t.teardown(() => h.close());
   const gateways = [h.gateway];
   for (let i = 1; i < count; i += 1) {
@@ -40,17 +50,7 @@ export async function startReplicas(t: Test, count = 2, options: HarnessOptions 
     t.teardown(() => gateway.shutdown());
     gateways.push(gateway);
   }
-  const inspect = inspector(redis.url);
-  inspect.on('error', () => undefined);
-  await inspect.connect();
-  t.teardown(() => (inspect.isOpen ? inspect.destroy() : undefined));
-  return {
-    h,
-    redis,
-    gateways,
-    urls: [h.url, ...gateways.slice(1).map((gateway) => gateway.address)],
-    inspect,
-  };
+  return { h, gateways, urls: [h.url, ...gateways.slice(1).map((gateway) => gateway.address)] };
 }
 
 function inspector(url: string) {

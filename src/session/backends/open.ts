@@ -1,18 +1,19 @@
 import type { Backend } from './backend.js';
 import { openMemory } from './memory.js';
 import { openRedis } from './redis.js';
+import { isRedisUrl } from './redis-url.js';
 import { openSqlite, sqlitePath } from './sqlite.js';
 import { NAMESPACE } from '../keys.js';
 
 /**
  * Opens the backend named by `session.store`: `memory://`,
  * `sqlite://PATH` (relative to `cwd`; `sqlite:///abs` is absolute), or
- * `redis://` / `rediss://` shared by several replicas, its keys and channel
+ * `redis://` / `rediss://` (or Sentinel, Cluster: ./redis-url.ts) shared by several replicas, its keys and channel
  * under `redisPrefix` so that several gateways can share one Redis.
  */
 export async function openBackend(url: string, cwd: string, redisPrefix = NAMESPACE): Promise<Backend> {
   if (url.startsWith('memory:')) return openMemory();
   if (url.startsWith('sqlite:')) return openSqlite(sqlitePath(url, cwd));
-  if (url.startsWith('redis:') || url.startsWith('rediss:')) return openRedis(url, redisPrefix);
+  if (isRedisUrl(url)) return openRedis(url, redisPrefix);
   throw new Error(`session.store: ${url.split(':')[0]} stores are not supported by this build`);
 }

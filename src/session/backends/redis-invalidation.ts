@@ -4,6 +4,17 @@ import type { CacheInvalidation } from './backend.js';
 
 /** How often the epoch key is compared, to notice a Redis that lost its data (FLUSHALL, restart without persistence). */
 const EPOCH_CHECK_MS = 1000;
+
+/** What the invalidation needs of the subscribing connection (a node-redis client, Sentinel or Cluster). */
+export interface Subscriber {
+  connect(): Promise<unknown>;
+  subscribe(channel: string, listener: (message: string) => void): Promise<unknown>;
+  /** Cluster clients have no isReady; isOpen stands in. */
+  readonly isReady?: boolean;
+  readonly isOpen: boolean;
+  destroy(): unknown;
+  on(event: string, listener: (...args: unknown[]) => void): unknown;
+}
 /** Separates the sender's id from the key in a message; neither contains a space. */
 const SEPARATOR = ' ';
 
@@ -22,34 +33,43 @@ const SEPARATOR = ' ';
  */
 export class RedisInvalidation implements CacheInvalidation {
   readonly #client: RedisClientType;
-  readonly #subscriber: RedisClientType;
+  readonly #subscriber: Subscriber;
   readonly #channel: string;
   readonly #epochKey: string;
   readonly #origin = randomUUID();
   readonly #receivers: Array<(key?: string) => void> = [];
   readonly #timer: NodeJS.Timeout;
   #subscribed = false;
+  /** A probe was published at the last tick and has not come back yet. */
+  #heartbeatPending = false;
   #epoch: string | undefined;
 
   /**
    * @param client the connection that writes (and publishes)
    * @param namespace prefix of the channel and epoch key names
    */
-  constructor(client: RedisClientType, namespace: string) {
+  /**
+   * `subscriber` is the connection that subscribes: by default a duplicate of
+   * `client`; a Sentinel or Cluster client passes one of its own kind, which
+   * follows failovers and slot moves by itself.
+   */
+  constructor(client: RedisClientType, namespace: string, subscriber: Subscriber = client.duplicate()) {
     this.#client = client;
     this.#channel = `${namespace}:invalidate`;
     this.#epochKey = `${namespace}:epoch`;
-    this.#subscriber = client.duplicate();
+    this.#subscriber = subscriber;
     // Errors surface through the store's own calls; an unhandled 'error' event would kill the process.
     this.#subscriber.on('error', () => this.#lost());
     this.#subscriber.on('end', () => this.#lost());
     this.#subscriber.on('reconnecting', () => this.#lost());
     this.#subscriber.on('ready', () => void this.#probe());
+    // Sentinel: the master changed, and messages published meanwhile may be lost.
+    this.#subscriber.on('topology-change', () => this.#lost());
     this.#timer = setInterval(() => void this.#tick(), EPOCH_CHECK_MS).unref();
   }
 
   get live(): boolean {
-    return this.#subscribed && this.#subscriber.isReady;
+    return this.#subscribed && (this.#subscriber.isReady ?? this.#subscriber.isOpen);
   }
 
   listen(receiver: (key?: string) => void): void {
@@ -92,6 +112,7 @@ export class RedisInvalidation implements CacheInvalidation {
       return;
     }
     // Our own probe came back: from here on no message is missed, so whatever was cached before may be stale.
+    if (key === '') this.#heartbeatPending = false;
     if (key === '' && !this.#subscribed) {
       this.#subscribed = true;
       this.#notify();
@@ -100,17 +121,35 @@ export class RedisInvalidation implements CacheInvalidation {
 
   /** Publishes an empty-key probe through the writing connection; `#receive` completes the (re)subscription. */
   async #probe(): Promise<void> {
-    if (this.#subscribed || !this.#subscriber.isReady) return;
+    if (this.#subscribed || !(this.#subscriber.isReady ?? this.#subscriber.isOpen)) return;
     await this.#client.publish(this.#channel, this.message('')).catch(() => undefined);
   }
 
   #lost(): void {
     this.#subscribed = false;
+    this.#heartbeatPending = false;
+  }
+
+  /**
+   * A subscription can be lost without an event on the connection (a
+   * Sentinel or Cluster client moving it to another node): a probe of our
+   * own goes out every tick, and one still missing at the next tick counts
+   * as a lost subscription (cache bypassed until a probe comes back).
+   */
+  async #heartbeat(): Promise<void> {
+    if (this.#heartbeatPending) {
+      this.#lost();
+      await this.#probe();
+      return;
+    }
+    this.#heartbeatPending = true;
+    await this.#client.publish(this.#channel, this.message('')).catch(() => undefined);
   }
 
   /** Re-sends a lost probe, and clears the cache when the epoch key vanished or changed (Redis lost its data). */
   async #tick(): Promise<void> {
     if (!this.#subscribed) await this.#probe();
+    else await this.#heartbeat();
     try {
       let epoch = (await this.#client.get(this.#epochKey)) ?? undefined;
       if (epoch === undefined) {

@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Keyv from 'keyv';
-import KeyvRedis, { createClient } from '@keyv/redis';
+import KeyvRedis, { createClient, createCluster, createSentinel } from '@keyv/redis';
 import type { RedisClientType } from '@redis/client';
 import type { Backend } from './backend.js';
-import { RedisInvalidation } from './redis-invalidation.js';
+import { RedisInvalidation, type Subscriber } from './redis-invalidation.js';
 import { KEY_PREFIX } from '../keys.js';
+import { parseRedisUrl, type RedisTarget } from './redis-url.js';
 
 /** A command that gets no answer within this long fails (a hung Redis must not hang requests). */
 const COMMAND_TIMEOUT_MS = 2000;
@@ -72,22 +73,71 @@ class CoherentRedisAdapter extends KeyvRedis<string> {
 }
 
 /**
- * Opens a shared Redis backend (`redis://[[USER]:PASSWORD@]HOST:PORT/DB`,
- * `rediss://` for TLS). Commands fail at once while the connection is down
- * (no offline queue) so requests get 503 instead of hanging, and the client
- * reconnects by itself. Keys are `NAMESPACE:…` and expire with what they hold.
+ * The client for a store URL (./redis-url.ts): one server, a Sentinel-managed
+ * master, or a Cluster; and the connection the invalidation subscribes on.
+ * Sentinel and Cluster clients expose the same commands as a single
+ * client (node-redis routes each to the master, or to the slot's master),
+ * so the rest of this file uses them through the single client's type.
+ * Sessions are never read from replicas: a replica may lag behind a write
+ * (a logout, a refresh) that its master has acknowledged.
  */
-export async function openRedis(url: string, namespace: string): Promise<Backend> {
-  const client: RedisClientType = createClient({
-    url,
+function createClients(url: string, target: RedisTarget): { client: RedisClientType; subscriber?: Subscriber } {
+  const socket = { connectTimeout: CONNECT_TIMEOUT_MS, reconnectStrategy: reconnectDelay, ...(target.tls ? { tls: true as const } : {}) };
+  const node = {
     disableOfflineQueue: true,
     commandOptions: { timeout: COMMAND_TIMEOUT_MS },
-    socket: { connectTimeout: CONNECT_TIMEOUT_MS, reconnectStrategy: reconnectDelay },
+    ...(target.username === undefined ? {} : { username: target.username }),
+    ...(target.password === undefined ? {} : { password: target.password }),
+  };
+  if (target.mode === 'single') return { client: createClient({ url, ...node, socket }) };
+  if (target.mode === 'sentinel') {
+    // The credentials are the data nodes'; sentinels are asked without (a sentinel with requirepass is not supported yet).
+    const sentinel = () =>
+      createSentinel({
+        name: target.master!,
+        sentinelRootNodes: target.nodes,
+        nodeClientOptions: { ...node, database: target.database, socket },
+        sentinelClientOptions: { socket },
+        masterPoolSize: 1,
+        replicaPoolSize: 0,
+      });
+    return { client: sentinel() as unknown as RedisClientType, subscriber: sentinel() as unknown as Subscriber };
+  }
+  const cluster = createCluster({
+    rootNodes: target.nodes.map(({ host, port }) => ({ socket: { host, port } })),
+    defaults: { ...node, socket },
+    useReplicas: false,
   });
+  return { client: cluster as unknown as RedisClientType, subscriber: cluster.duplicate() as unknown as Subscriber };
+}
+
+/**
+ * The key prefix. In a Cluster every key carries the hash tag `{namespace}`,
+ * so all of them live in one slot: the MULTI that writes a session, its
+ * ZSET entry and the invalidation, and the lock, each touch several keys,
+ * which Redis Cluster allows only within one slot (README, "Redis Sentinel
+ * and Cluster"). gatehouse's data set is small; the Cluster gives it
+ * availability, not sharding.
+ */
+export function keyNamespace(target: RedisTarget, namespace: string): string {
+  return target.mode === 'cluster' ? `{${namespace}}` : namespace;
+}
+
+/**
+ * Opens a shared Redis backend: `redis://[[USER]:PASSWORD@]HOST:PORT/DB`,
+ * `redis+sentinel://…`, `redis+cluster://…` (`rediss…` for TLS). Commands
+ * fail at once while the connection is down (no offline queue) so requests
+ * get 503 instead of hanging, and the client reconnects by itself. Keys are
+ * `NAMESPACE:…` and expire with what they hold.
+ */
+export async function openRedis(url: string, prefix: string): Promise<Backend> {
+  const target = parseRedisUrl(url);
+  const namespace = keyNamespace(target, prefix);
+  const { client, subscriber } = createClients(url, target);
   // Failures reach the store through the rejected commands; without a listener an 'error' event would crash the process.
   client.on('error', () => undefined);
   const sessionsKey = `${namespace}:sessions`;
-  const invalidation = new RedisInvalidation(client, namespace);
+  const invalidation = new RedisInvalidation(client, namespace, subscriber);
   const adapter = new CoherentRedisAdapter(client, invalidation, sessionsKey);
   adapter.keyPrefixSeparator = ':';
   const keyv = new Keyv({ store: adapter, namespace, useKeyPrefix: false, throwOnErrors: true });
@@ -132,7 +182,7 @@ export async function openRedis(url: string, namespace: string): Promise<Backend
     },
     close: async () => {
       await invalidation.close();
-      if (client.isReady) await client.close();
+      if (client.isReady ?? client.isOpen) await client.close();
       else if (client.isOpen) client.destroy();
     },
   };
