@@ -110,7 +110,7 @@ t.test('several replicas without Redis fail to render, with a message naming the
   t.strictSame(replicas.objects, []);
   t.match(
     replicas.stderr,
-    'replicaCount is 3 but config.session.store is sqlite:///data/gatehouse.sqlite: several replicas must share one session store, so set config.session.store to a redis://HOST:PORT/DB or rediss://HOST:PORT/DB URL',
+    'replicaCount is 3 but config.session.store is sqlite:///data/gatehouse.sqlite: several replicas must share one session store, so set config.session.store to a redis://HOST:PORT/DB or rediss://HOST:PORT/DB URL, or a redis+sentinel:// or redis+cluster:// one',
   );
   const autoscaled = await helm.template(['minimal.yaml'], ['autoscaling.enabled=true', 'autoscaling.maxReplicas=4']);
   t.not(autoscaled.code, 0);
@@ -122,6 +122,26 @@ t.test('several replicas without Redis fail to render, with a message naming the
   t.equal(redis.code, 0, `the same with Redis renders: ${redis.stderr}`);
   t.equal(redis.one('Deployment').spec.replicas, 3);
   t.notOk(redis.kinds().includes('PersistentVolumeClaim'));
+});
+
+t.test('Redis Sentinel and Cluster stores are shared stores: several replicas render, and check accepts them with the password redacted', async (t) => {
+  const stores: Array<[string, string]> = [
+    [
+      'redis+sentinel://:${REDIS_PASSWORD}@sentinel-0.redis:26379,sentinel-1.redis:26379,sentinel-2.redis:26379/mymaster/0',
+      'redis+sentinel://:[redacted]@sentinel-0.redis:26379,sentinel-1.redis:26379,sentinel-2.redis:26379/mymaster/0',
+    ],
+    ['rediss+cluster://:${REDIS_PASSWORD}@cluster-0.redis:6379,cluster-1.redis:6379', 'rediss+cluster://:[redacted]@cluster-0.redis:6379,cluster-1.redis:6379'],
+  ];
+  for (const [store, printed] of stores) {
+    const r = await helm.template(['redis-3-replicas-hpa.yaml'], [`config.session.store=${store.replaceAll(',', '\\,')}`]);
+    t.equal(r.code, 0, r.stderr);
+    t.ok(r.kinds().includes('HorizontalPodAutoscaler'));
+    t.notOk(r.kinds().includes('PersistentVolumeClaim'));
+    const check = await checkRenderedConfig(r, podEnvironment(r, { 'redis-password': 'redis-pw-123' }));
+    t.equal(check.code, 0, check.stderr);
+    t.equal(parse(check.stdout).session.store, printed);
+    t.notMatch(check.stdout, /redis-pw-123/);
+  }
 });
 
 t.test('renderings the chart refuses: SQLite off the volume, keys the chart sets, missing required values', async (t) => {

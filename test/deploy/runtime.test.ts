@@ -70,6 +70,13 @@ t.test('every dependency in the lockfile admits the oldest release of each suppo
   t.ok(checked > 20, `${checked} ranges checked`);
 });
 
+t.test("the chart's appVersion, the image tag it deploys by default, is the package version: a new runtime is a new tag", async (t) => {
+  const chart = readFileSync(join(ROOT, 'helm/gatehouse/Chart.yaml'), 'utf8');
+  const version = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+  t.equal(/^appVersion: "([^"]+)"$/m.exec(chart)?.[1], version);
+  t.ok(semver.satisfies(version, '>=0.2.0'), `${version}: past 0.1.0, the last image on Node.js 20`);
+});
+
 t.test('the README names every supported major', async (t) => {
   const section = /## Supported Node\.js versions\n([\s\S]*?)\n## /.exec(readme)?.[1] ?? '';
   t.not(section, '', 'README has a "Supported Node.js versions" section');

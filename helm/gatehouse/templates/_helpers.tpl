@@ -46,10 +46,10 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- dig "session" "store" "" .Values.config | default "sqlite:///data/gatehouse.sqlite" -}}
 {{- end -}}
 
-{{/* "true" when the store is shared by several replicas (redis:// or rediss://). */}}
+{{/* "true" when the store is shared by several replicas: redis://, rediss://, and their +sentinel and +cluster forms. */}}
 {{- define "gatehouse.sharedStore" -}}
 {{- $store := include "gatehouse.store" . -}}
-{{- if or (hasPrefix "redis://" $store) (hasPrefix "rediss://" $store) -}}true{{- end -}}
+{{- if regexMatch "^rediss?(\\+(sentinel|cluster))?://" $store -}}true{{- end -}}
 {{- end -}}
 
 {{/* "true" when /data is a PersistentVolumeClaim: a SQLite store, one replica, persistence on. */}}
@@ -87,10 +87,10 @@ change. Included by the Deployment and the ConfigMap.
 {{- $store := include "gatehouse.store" . -}}
 {{- $shared := include "gatehouse.sharedStore" . -}}
 {{- if and (gt (int .Values.replicaCount) 1) (not $shared) -}}
-{{- fail (printf "replicaCount is %d but config.session.store is %s: several replicas must share one session store, so set config.session.store to a redis://HOST:PORT/DB or rediss://HOST:PORT/DB URL (sqlite:// and memory:// serve a single replica)" (int .Values.replicaCount) $store) -}}
+{{- fail (printf "replicaCount is %d but config.session.store is %s: several replicas must share one session store, so set config.session.store to a redis://HOST:PORT/DB or rediss://HOST:PORT/DB URL, or a redis+sentinel:// or redis+cluster:// one (sqlite:// and memory:// serve a single replica)" (int .Values.replicaCount) $store) -}}
 {{- end -}}
 {{- if and .Values.autoscaling.enabled (gt (int .Values.autoscaling.maxReplicas) 1) (not $shared) -}}
-{{- fail (printf "autoscaling.maxReplicas is %d but config.session.store is %s: several replicas must share one session store, so set config.session.store to a redis://HOST:PORT/DB or rediss://HOST:PORT/DB URL (sqlite:// and memory:// serve a single replica)" (int .Values.autoscaling.maxReplicas) $store) -}}
+{{- fail (printf "autoscaling.maxReplicas is %d but config.session.store is %s: several replicas must share one session store, so set config.session.store to a redis://HOST:PORT/DB or rediss://HOST:PORT/DB URL, or a redis+sentinel:// or redis+cluster:// one (sqlite:// and memory:// serve a single replica)" (int .Values.autoscaling.maxReplicas) $store) -}}
 {{- end -}}
 {{- if hasPrefix "sqlite:" $store -}}
 {{- $path := trimPrefix "sqlite://" $store -}}
