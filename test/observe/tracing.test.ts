@@ -1,6 +1,7 @@
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders } from 'node:http';
+import type { KoaContextWithOIDC } from 'oidc-provider';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,6 +27,8 @@ import { ensureBuilt, spawnCli } from '../helpers/cli-process.js';
  */
 
 t.setTimeout(120_000);
+
+const SIGN_IN_TOKEN_SECONDS = 20;
 
 interface OtlpValue {
   stringValue?: string;
@@ -74,10 +77,11 @@ t.test('spans, their links, traceparent at the upstream, and no secret in any ex
   const port = await freePort();
   const publicUrl = `http://127.0.0.1:${port}`;
   const clientSecret = randomBytes(16).toString('base64url');
-  // Two-second access tokens: the effective refresh skew is then one second (half the lifetime).
+  // Sign-in tokens live 20 s, so the gateway refreshes them 10 s after the token request (the
+  // skew is at most half the lifetime); refreshed ones 10 minutes. Generous: the machine may be slow.
   const as = await startAuthorizationServer({
     clients: [{ clientId: CLIENT_ID, clientSecret, authMethod: 'client_secret_post', redirectUris: [`${publicUrl}/callback`] }],
-    accessTokenTtl: 2,
+    accessTokenTtl: (ctx: KoaContextWithOIDC) => (ctx.oidc.params?.grant_type === 'refresh_token' ? 600 : SIGN_IN_TOKEN_SECONDS),
   });
   t.teardown(() => as.close());
   const upstream = await startUpstream({
@@ -123,6 +127,8 @@ session: {store: 'memory://', encryptionKeys: ['\${GATEHOUSE_SESSION_KEY}']}
   const state = callbackUrl.searchParams.get('state')!;
   const callback = await jar.fetch(callbackUrl);
   await callback.arrayBuffer();
+  // After the token request: the refresh point is at most this plus half the lifetime.
+  const signedInAt = Date.now();
   const sessionId = jar.get(publicUrl, 'session_id')!;
   t.ok(sessionId, 'signed in');
   const cookie = `session_id=${sessionId}`;
@@ -139,7 +145,7 @@ session: {store: 'memory://', encryptionKeys: ['\${GATEHOUSE_SESSION_KEY}']}
   const firstAtUpstream = upstream.received.find((r) => r.url.startsWith('/api/me?apikey='))!;
 
   // Past the refresh point: this request refreshes the access token first.
-  await new Promise((resolve) => setTimeout(resolve, 1300));
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, signedInAt + (SIGN_IN_TOKEN_SECONDS / 2) * 1000 + 300 - Date.now())));
   const refreshed = await fetch(`${publicUrl}/api/me?n=2`, { headers: { cookie } });
   t.equal(refreshed.status, 200);
   await refreshed.arrayBuffer();
