@@ -44,7 +44,9 @@ t.test('.ci/run names the supported majors, and "engines" admits each of them an
   for (const major of majors) t.ok(oldestAdmitted(major), `engines ${engines} admits Node.js ${major}`);
   t.notOk(semver.satisfies('20.19.0', engines), 'Node.js 20 is not admitted');
   t.notOk(semver.satisfies('23.11.0', engines), 'the odd, short-lived 23 is not admitted');
-  t.ok(semver.satisfies(process.version, engines), `the suite runs on an admitted Node.js (${process.version})`);
+  // .ci/run names the major it runs the suite on; a newcomer's `npm test` runs on whatever node the machine has.
+  const ciMajor = process.env.GATEHOUSE_CI_NODE_MAJOR;
+  if (ciMajor !== undefined) t.equal(process.versions.node.split('.')[0], ciMajor, `.ci/run's Node.js ${ciMajor} run really runs on it (${process.version})`);
 });
 
 t.test('the image is built FROM the newest supported major', async (t) => {
