@@ -7,7 +7,9 @@ import { createLogger } from './logger.js';
 const USAGE = `Usage:
   gatehouse [--config FILE]         run the gateway (or GATEHOUSE_CONFIG=FILE)
   gatehouse check [--config FILE]   validate FILE; print the effective config, secrets redacted
-  gatehouse demo                    local authorization server + demo upstream + gateway on loopback
+  gatehouse demo [--upstream URL]   local authorization server + demo upstream + gateway on loopback;
+                                    --upstream puts them in front of your own service instead
+  gatehouse --version               print the version
 `;
 
 /** The only place that reads argv, touches process.* and exits. */
@@ -16,7 +18,12 @@ async function main(): Promise<number> {
   try {
     parsed = parseArgs({
       args: process.argv.slice(2),
-      options: { config: { type: 'string', short: 'c' }, help: { type: 'boolean', short: 'h' } },
+      options: {
+        config: { type: 'string', short: 'c' },
+        upstream: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+        version: { type: 'boolean', short: 'v' },
+      },
       allowPositionals: true,
     });
   } catch (err) {
@@ -29,21 +36,21 @@ async function main(): Promise<number> {
     process.stdout.write(USAGE);
     return 0;
   }
+  if (values.version) {
+    process.stdout.write(`${await packageVersion()}\n`);
+    return 0;
+  }
   if (positionals.length > 1 || !['run', 'check', 'demo'].includes(command)) {
     process.stderr.write(`unknown command: ${positionals.join(' ')}\n${USAGE}`);
     return 2;
   }
   const logger = createLogger(process.env.LOG_LEVEL ?? 'info');
 
-  if (command === 'demo') {
-    // Loaded only here: the demo pulls in oidc-provider, which a production run never needs (and which warns on stderr).
-    const { demoBanner, startDemo } = await import('./demo/demo.js');
-    const demo = await startDemo(process.env, logger);
-    process.stdout.write(demoBanner(demo));
-    await untilSignal();
-    await demo.stop();
-    return 0;
+  if (values.upstream !== undefined && command !== 'demo') {
+    process.stderr.write(`--upstream is an option of gatehouse demo only\n${USAGE}`);
+    return 2;
   }
+  if (command === 'demo') return runDemo(logger, values.upstream);
 
   const file = values.config ?? process.env.GATEHOUSE_CONFIG;
   if (file === undefined) {
@@ -80,6 +87,48 @@ async function main(): Promise<number> {
   // outlive the shutdown all the same, SIGTERM must still end the process.
   setTimeout(() => process.exit(0), EXIT_DEADLINE_MS).unref();
   return 0;
+}
+
+/**
+ * `gatehouse demo`. Its authorization server is oidc-provider, a development
+ * dependency: a production install (`npm ci --omit=dev`, the container
+ * image) does not have it, and then says how to get it (README "Try it").
+ */
+async function runDemo(logger: ReturnType<typeof createLogger>, upstream: string | undefined): Promise<number> {
+  if (upstream !== undefined && !/^https?:\/\/[^/]/.test(upstream)) {
+    process.stderr.write(`--upstream: must be an http(s) URL such as http://127.0.0.1:3000, got "${upstream}"\n`);
+    return 2;
+  }
+  let demoModule;
+  try {
+    demoModule = await import('./demo/demo.js');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ERR_MODULE_NOT_FOUND' || !String((err as Error).message).includes('oidc-provider')) throw err;
+    process.stderr.write(
+      'gatehouse demo needs oidc-provider, a development dependency that a production install leaves out.\n' +
+        'Run the demo from a clone of the repository (npm ci && npm run demo), or add it here: npm install oidc-provider@9\n',
+    );
+    return 1;
+  }
+  const { demoBanner, startDemo, DemoPortInUseError } = demoModule;
+  let demo;
+  try {
+    demo = await startDemo(process.env, logger, { upstream });
+  } catch (err) {
+    if (!(err instanceof DemoPortInUseError)) throw err;
+    process.stderr.write(`gatehouse demo: ${err.message}\n`);
+    return 1;
+  }
+  process.stdout.write(demoBanner(demo));
+  await untilSignal();
+  await demo.stop();
+  return 0;
+}
+
+async function packageVersion(): Promise<string> {
+  const { readFile } = await import('node:fs/promises');
+  const manifest = JSON.parse(await readFile(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+  return manifest.version;
 }
 
 /** How long the process may linger after a completed shutdown. */
