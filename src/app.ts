@@ -21,6 +21,7 @@ import { loginRoute } from './routes/login.js';
 import { callbackRoute } from './routes/callback.js';
 import { logoutRoute } from './routes/logout.js';
 import { sessionRoute } from './routes/session.js';
+import { signedOutRoute } from './routes/signed-out.js';
 import { backchannelLogoutRoute } from './routes/backchannel-logout.js';
 import { buildAdmin } from './admin/server.js';
 import { Readiness } from './admin/readiness.js';
@@ -103,6 +104,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   await app.register(callbackRoute);
   await app.register(logoutRoute);
   await app.register(sessionRoute);
+  await app.register(signedOutRoute);
   await app.register(backchannelLogoutRoute);
   await app.register(proxyPlugin);
 

@@ -107,6 +107,8 @@ export const ConfigSchema = Type.Object(
       callback: text('/callback'),
       logout: text('/logout'),
       session: text('/session'),
+      /** The page that says "you are signed out"; point provider.postLogoutRedirectUri at it. */
+      signedOut: text('/signed-out'),
       /** OpenID Connect Back-Channel Logout 1.0: where the authorization server POSTs logout tokens. */
       backchannelLogout: text('/backchannel-logout'),
     }),

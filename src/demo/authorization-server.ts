@@ -60,6 +60,12 @@ export interface AuthorizationServerOptions {
    * grants once a few hundred users have signed in.
    */
   adapter?: AdapterFactory;
+  /**
+   * Default false. True: RP-initiated logout signs the user out of the server
+   * at once, without oidc-provider's "Do you want to sign out?" page (the
+   * demo: a sign-out button that asks twice looks broken).
+   */
+  skipLogoutConfirmation?: boolean;
 }
 
 /** Successful token endpoint grants by type, and failed refreshes. */
@@ -80,6 +86,8 @@ export interface AuthorizationServer {
   introspection: { clientId: string; clientSecret: string };
   /** Live counters, updated as grants happen. */
   grants: GrantCounters;
+  /** Successful refresh grants of one user (`sub`) so far. */
+  refreshesOf(sub: string): number;
   /** Closes the listener and every open connection. */
   close(): Promise<void>;
 }
@@ -113,9 +121,9 @@ export async function startAuthorizationServer(opts: AuthorizationServerOptions)
   try {
     const provider = new Provider(issuer, buildConfiguration(opts, introspection));
     if (opts.issuer !== undefined) pinOriginToIssuer(provider, issuer);
-    const grants = countGrants(provider);
+    const { grants, refreshesOf } = countGrants(provider);
     server.on('request', provider.callback());
-    return { url: issuer, listenUrl, provider, introspection, grants, close: () => closeServer(server) };
+    return { url: issuer, listenUrl, provider, introspection, grants, refreshesOf, close: () => closeServer(server) };
   } catch (err) {
     await closeServer(server);
     throw err;
@@ -157,7 +165,7 @@ function buildConfiguration(
           client.clientId === introspection.clientId || token.clientId === client.clientId,
       },
       revocation: { enabled: true, allowedPolicy: (_ctx, client, token) => token.clientId === client.clientId },
-      rpInitiatedLogout: { enabled: true },
+      rpInitiatedLogout: opts.skipLogoutConfirmation ? { enabled: true, logoutSource: signOutAtOnce } : { enabled: true },
       backchannelLogout: { enabled: true },
     },
     ttl: {
@@ -252,15 +260,46 @@ function pinOriginToIssuer(provider: Provider, issuer: string): void {
   });
 }
 
-function countGrants(provider: Provider): GrantCounters {
+/**
+ * oidc-provider's logout page holds a form that carries its CSRF token; this
+ * one submits it by itself with `logout=yes` (end the session at the server
+ * too, as the default page's "Yes, sign me out" does). Without JavaScript the
+ * button is still there.
+ */
+function signOutAtOnce(ctx: KoaContextWithOIDC, form: string): void {
+  ctx.type = 'html';
+  ctx.body = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Signing out</title></head>
+<body>
+${form}
+<p>Signing out&hellip;</p>
+<button type="submit" form="op.logoutForm" name="logout" value="yes">Sign out</button>
+<script>
+const form = document.getElementById('op.logoutForm');
+const choice = document.createElement('input');
+choice.type = 'hidden';
+choice.name = 'logout';
+choice.value = 'yes';
+form.appendChild(choice);
+form.submit();
+</script>
+</body></html>`;
+}
+
+function countGrants(provider: Provider): { grants: GrantCounters; refreshesOf(sub: string): number } {
   const grants: GrantCounters = { authorizationCode: 0, refreshToken: 0, refreshTokenErrors: 0 };
+  const refreshesBySub = new Map<string, number>();
   provider.on('grant.success', (ctx) => {
     const grantType = ctx.oidc.params?.grant_type;
     if (grantType === 'authorization_code') grants.authorizationCode += 1;
-    else if (grantType === 'refresh_token') grants.refreshToken += 1;
+    else if (grantType === 'refresh_token') {
+      grants.refreshToken += 1;
+      const sub = ctx.oidc.entities.RefreshToken?.accountId;
+      if (sub !== undefined) refreshesBySub.set(sub, (refreshesBySub.get(sub) ?? 0) + 1);
+    }
   });
   provider.on('grant.error', (ctx) => {
     if (ctx.oidc.params?.grant_type === 'refresh_token') grants.refreshTokenErrors += 1;
   });
-  return grants;
+  return { grants, refreshesOf: (sub) => refreshesBySub.get(sub) ?? 0 };
 }

@@ -13,6 +13,19 @@ export interface UpstreamOptions {
   /** Introspection client, authenticated with `client_secret_basic`. */
   clientId: string;
   clientSecret: string;
+  /**
+   * Set by `gatehouse demo`: the home page then keeps itself up to date. It
+   * names the user (from the gateway's `/session`), shows the access token's
+   * refresh count, and asks `/api/me` again when the gateway is due to
+   * refresh, so a newcomer sees the refresh happen. Without it the page asks
+   * `/api/me` once, as tests that count upstream requests expect.
+   */
+  live?: {
+    /** How many times the gateway refreshed this user's access token (the authorization server counts). */
+    refreshes(sub: string): number;
+    /** The gateway's `tokens.refreshSkew`, in seconds. */
+    refreshSkew: number;
+  };
 }
 
 /** One request as the upstream received it, rejected ones included. */
@@ -43,6 +56,7 @@ interface Introspection {
   scope?: string;
   client_id?: string;
   exp?: number;
+  iat?: number;
 }
 
 interface Exchange {
@@ -51,6 +65,7 @@ interface Exchange {
   query: URLSearchParams;
   record: ReceivedRequest;
   token: Introspection;
+  live: UpstreamOptions['live'];
 }
 
 type Route = (exchange: Exchange) => Promise<void>;
@@ -70,6 +85,7 @@ const routes = new Map<string, Route>([
   ['GET /api/headers', headers],
   ['GET /api/set-cookie', setCookie],
   ['GET /api/large', large],
+  ['GET /api/status', status],
   ['POST /api/upload', upload],
   ...['POST', 'PUT', 'PATCH', 'DELETE'].map((method): [string, Route] => [`${method} /api/echo`, echo]),
 ]);
@@ -95,7 +111,7 @@ export async function startUpstream(opts: UpstreamOptions): Promise<Upstream> {
   const received: ReceivedRequest[] = [];
   const introspect = introspector(opts);
   const server = createServer((req, res) => {
-    handle(req, res, received, introspect).catch((err: unknown) => failed(res, err));
+    handle(req, res, received, introspect, opts.live).catch((err: unknown) => failed(res, err));
   });
   const url = await listen(server, opts.host ?? '127.0.0.1', opts.port ?? 0);
   return { url, received, close: () => closeServer(server) };
@@ -106,6 +122,7 @@ async function handle(
   res: ServerResponse,
   received: ReceivedRequest[],
   introspect: (token: string) => Promise<Introspection>,
+  live: UpstreamOptions['live'],
 ): Promise<void> {
   const record: ReceivedRequest = {
     method: req.method ?? '',
@@ -126,8 +143,10 @@ async function handle(
     record.body = (await readBody(req, RECORDED_BODY_LIMIT)).text;
   }
   if (!token.active) return invalidToken(res);
-  if (route === undefined) return sendJson(res, 404, { error: 'not_found' });
-  await route({ req, res, query: searchParams, record, token });
+  const exchange = { req, res, query: searchParams, record, token, live };
+  // A deep link the demo has no page for still went through the gateway: say
+  // what arrived rather than answer a 404 that reads like a failure.
+  await (route ?? echoRequest)(exchange);
 }
 
 function introspector(opts: UpstreamOptions): (token: string) => Promise<Introspection> {
@@ -149,27 +168,99 @@ function formEncode(value: string): string {
   return encodeURIComponent(value).replace(/%20/g, '+');
 }
 
-/** The signed-in page; its empty icon spares a favicon request that would race a test's count of upstream requests. */
-async function homePage({ res, token }: Exchange): Promise<void> {
+/**
+ * The signed-in page explains what just happened: who signed in, the access
+ * token's remaining lifetime and refreshes, and what this request carried
+ * (never the token itself: only its length). Its empty icon spares a favicon
+ * request that would race a test's count of upstream requests.
+ */
+async function homePage({ req, res, token, live }: Exchange): Promise<void> {
   const user = escapeHtml(token.sub ?? '');
+  const arrived = describeRequest(req);
+  // In a script element only `<` can end it early (`</script>`).
+  const state = JSON.stringify(tokenState(token, live)).replace(/</g, '\\u003c');
   res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
   res.end(`<!doctype html>
 <html lang="en">
-<head><meta charset="utf-8"><link rel="icon" href="data:,"><title>gatehouse demo upstream</title></head>
+<head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><link rel="icon" href="data:,"><title>gatehouse demo: signed in as ${user}</title>
+<style>${PAGE_STYLE}</style></head>
 <body>
+<main>
 <h1>Signed in as ${user}</h1>
-<p>This page comes from the demo upstream, which saw a valid bearer token for <strong>${user}</strong>.</p>
-<h2>GET /api/me</h2>
+<p class="lead">This page comes from the <strong>demo upstream</strong>, the application behind the gateway. You signed in at the demo
+authorization server; gatehouse kept the tokens on the server and added the access token to this request on its way here.</p>
+
+<section aria-labelledby="who"><h2 id="who">Who you are</h2>
+<dl><dt>User (sub)</dt><dd id="sub">${user}</dd>
+<dt>Name</dt><dd id="name">${live ? 'loading&hellip;' : 'see <a href="/session">/session</a>'}</dd>
+<dt>Email</dt><dd id="email">${live ? 'loading&hellip;' : 'see <a href="/session">/session</a>'}</dd>
+<dt>Session ends</dt><dd id="session-ends">${live ? 'loading&hellip;' : 'see <a href="/session">/session</a>'}</dd></dl>
+</section>
+
+<section aria-labelledby="token"><h2 id="token">The access token</h2>
+<p>Expires in <strong id="remaining" aria-live="off">${token.exp === undefined ? 'unknown' : `${Math.max(0, token.exp - Math.floor(Date.now() / 1000))} s`}</strong>.
+Refreshed by the gateway <strong id="refreshes">${live ? String(live.refreshes(token.sub ?? '')) : 'n/a'}</strong> time(s) so far.</p>
+<p id="refresh-note" role="status">${live ? `Shortly before it expires, the gateway trades its refresh token for a new access token on the next request, without a new sign-in. This page asks the API then, so you can watch it happen.` : 'The gateway refreshes it shortly before it expires, on the next request.'}</p>
+</section>
+
+<section aria-labelledby="received"><h2 id="received">What the upstream received</h2>
+<table><tbody>
+<tr><th scope="row">Authorization</th><td><code>${escapeHtml(arrived.authorization)}</code></td></tr>
+<tr><th scope="row">Cookies</th><td><code>${escapeHtml(arrived.cookies.join(', ') || 'none')}</code> (the gateway's own session cookie is removed)</td></tr>
+${Object.entries(arrived.forwarded)
+  .map(([name, value]) => `<tr><th scope="row">${escapeHtml(name)}</th><td><code>${escapeHtml(value)}</code></td></tr>`)
+  .join('\n')}
+</tbody></table>
+</section>
+
+<section aria-labelledby="api"><h2 id="api">Call the API</h2>
+<p>These buttons call the upstream's API with <code>fetch()</code>. The browser sends only its session cookie; the gateway adds the token.</p>
+<p><button id="call" type="button">Call GET /api/me</button> <button id="echo" type="button">Send JSON to POST /api/echo</button></p>
+<h3>GET /api/me</h3>
 <pre id="me">loading...</pre>
-<h2>POST /api/echo</h2>
-<button id="echo" type="button">Send JSON</button>
+<h3>POST /api/echo</h3>
 <pre id="echoed"></pre>
-<p><a href="/session">/session</a> &middot; <a href="/logout">/logout</a></p>
+</section>
+
+<p class="note" role="note"><strong>Your browser never saw a token.</strong> It holds only an HttpOnly cookie with a random session id;
+<code>document.cookie</code> on this page is <code id="document-cookie"></code>.</p>
+<p><a href="/session">See your session (/session)</a> &middot; <a href="/logout">Sign out</a></p>
+</main>
 <script>
+const live = ${live ? 'true' : 'false'};
+let state = ${state};
+let timer;
+let stopped = false;
+document.getElementById('document-cookie').textContent = JSON.stringify(document.cookie);
 async function show(id, response) {
-  document.getElementById(id).textContent = response.status + '\\n' + await response.text();
+  const text = await response.text();
+  document.getElementById(id).textContent = response.status + '\\n' + text;
+  return { status: response.status, text };
 }
-fetch('/api/me').then((response) => show('me', response));
+function remaining() {
+  return state.exp === undefined ? undefined : Math.max(0, Math.round(state.exp - state.now - (performance.now() - state.seenAt) / 1000));
+}
+function tick() {
+  const left = remaining();
+  document.getElementById('remaining').textContent = left === undefined ? 'unknown' : left + ' s';
+  if (live && !stopped && left !== undefined && left <= state.refreshAt && !timer) {
+    timer = setTimeout(() => { timer = undefined; callMe(); }, 1000);
+  }
+}
+async function callMe() {
+  const { status, text } = await show('me', await fetch('/api/me'));
+  // Signed out or the session ended: stop asking; the reply is on the page.
+  if (status !== 200) return void (stopped = true);
+  const body = JSON.parse(text);
+  const before = state.refreshes;
+  state = { ...body, seenAt: performance.now() };
+  if (live) {
+    document.getElementById('refreshes').textContent = String(body.refreshes);
+    if (body.refreshes > before) document.getElementById('refresh-note').textContent = 'The gateway just refreshed the access token (refresh ' + body.refreshes + '): a new token, a new lifetime, no sign-in.';
+  }
+  tick();
+}
+document.getElementById('call').addEventListener('click', () => callMe());
 document.getElementById('echo').addEventListener('click', () => {
   fetch('/api/echo', {
     method: 'POST',
@@ -177,14 +268,107 @@ document.getElementById('echo').addEventListener('click', () => {
     body: JSON.stringify({ hello: 'upstream', at: new Date().toISOString() }),
   }).then((response) => show('echoed', response));
 });
+state.seenAt = performance.now();
+callMe();
+setInterval(tick, 1000);
+if (live) {
+  fetch('/session').then((response) => response.ok ? response.json() : undefined).then((session) => {
+    if (!session) return;
+    document.getElementById('name').textContent = session.user.name ?? '(none)';
+    document.getElementById('email').textContent = session.user.email ?? '(none)';
+    document.getElementById('session-ends').textContent = new Date(session.expiresAt).toLocaleString();
+  });
+}
 </script>
 </body>
 </html>
 `);
 }
 
-async function me({ res, token }: Exchange): Promise<void> {
-  sendJson(res, 200, { sub: token.sub, scope: token.scope, client_id: token.client_id, exp: token.exp });
+/** Inline, so the page needs nothing but itself. */
+const PAGE_STYLE = `body{font:16px/1.5 system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1b1f24}
+main{max-width:46rem;margin:2rem auto;padding:0 1rem}
+h1{font-size:1.6rem;margin-bottom:.25rem}.lead{color:#333}
+section{background:#fff;border:1px solid #d8dce1;border-radius:8px;padding:.5rem 1.25rem;margin:1rem 0}
+dl{display:grid;grid-template-columns:max-content 1fr;gap:.25rem 1rem}dt{font-weight:600}dd{margin:0}
+table{border-collapse:collapse}th{text-align:left;padding:.2rem 1rem .2rem 0;vertical-align:top}
+pre{background:#f0f2f5;padding:.5rem;border-radius:4px;white-space:pre-wrap;word-break:break-all}
+button{font:inherit;padding:.4rem .9rem;border-radius:6px;border:1px solid #0b57d0;background:#0b57d0;color:#fff;cursor:pointer}
+button:focus-visible,a:focus-visible{outline:3px solid #f4b400;outline-offset:2px}
+.note{background:#e8f4ea;border:1px solid #9ccaa5;border-radius:8px;padding:.75rem 1rem}
+a{color:#0b57d0}`;
+
+/** What the page needs to count down and to know when the gateway will refresh. */
+function tokenState(token: Introspection, live: UpstreamOptions['live']): Record<string, unknown> {
+  const now = Math.floor(Date.now() / 1000);
+  // The gateway refreshes within refreshSkew of expiry, at most half the token's lifetime (README "Tokens").
+  const lifetime = token.exp !== undefined && token.iat !== undefined ? token.exp - token.iat : undefined;
+  const skew = live === undefined ? 0 : Math.min(live.refreshSkew, lifetime === undefined ? live.refreshSkew : lifetime / 2);
+  return {
+    now,
+    exp: token.exp,
+    refreshAt: Math.max(0, Math.floor(skew) - 1),
+    refreshes: live === undefined ? undefined : live.refreshes(token.sub ?? ''),
+  };
+}
+
+/**
+ * The headers that show the gateway at work, without the token: the bearer
+ * by its length only, cookies by name only, and the X-Forwarded-* headers.
+ */
+function describeRequest(req: IncomingMessage): { authorization: string; cookies: string[]; forwarded: Record<string, string> } {
+  const bearer = BEARER.exec(req.headers.authorization ?? '')?.[1];
+  const cookies = (req.headers.cookie ?? '')
+    .split(';')
+    .map((pair) => pair.split('=')[0]!.trim())
+    .filter((name) => name !== '');
+  const forwarded: Record<string, string> = {};
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (name.startsWith('x-forwarded-') && value !== undefined) forwarded[name] = String(value);
+  }
+  return {
+    authorization: bearer === undefined ? 'none' : `Bearer …(${bearer.length} characters, never shown)`,
+    cookies,
+    forwarded,
+  };
+}
+
+async function me({ req, res, token, live }: Exchange): Promise<void> {
+  sendJson(res, 200, {
+    sub: token.sub,
+    scope: token.scope,
+    client_id: token.client_id,
+    ...tokenState(token, live),
+    received: describeRequest(req),
+  });
+}
+
+/** Answers with the status asked for, so a test can see any upstream status pass through the gateway. */
+async function status({ res, query }: Exchange): Promise<void> {
+  const raw = query.get('code') ?? '';
+  const code = Number(raw);
+  if (!/^[2-5][0-9]{2}$/.test(raw)) return sendJson(res, 400, { error: 'invalid_code' });
+  sendJson(res, code, { status: code });
+}
+
+/**
+ * Any path the demo has no route for: what the request looked like on
+ * arrival (method, path, the headers that show the gateway at work), as a
+ * page for a browser and as JSON for anything else.
+ */
+async function echoRequest({ req, res, record, token }: Exchange): Promise<void> {
+  const arrived = { method: record.method, path: record.url, sub: token.sub, ...describeRequest(req) };
+  if (!(req.headers.accept ?? '').includes('text/html')) return sendJson(res, 200, { note: 'the demo upstream has no route here; this is what it received', ...arrived });
+  res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
+  res.end(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><link rel="icon" href="data:,"><title>gatehouse demo: ${escapeHtml(record.url)}</title><style>${PAGE_STYLE}</style></head>
+<body><main>
+<h1>The demo upstream received ${escapeHtml(record.method)} ${escapeHtml(record.url)}</h1>
+<p class="lead">The gateway let this request through for <strong>${escapeHtml(token.sub ?? '')}</strong>. The demo upstream has no page here, so it shows what arrived.</p>
+<section><pre>${escapeHtml(JSON.stringify(arrived, null, 2))}</pre></section>
+<p><a href="/">Back to the demo's home page</a></p>
+</main></body></html>
+`);
 }
 
 async function headers({ req, res }: Exchange): Promise<void> {

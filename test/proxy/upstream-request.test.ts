@@ -118,9 +118,9 @@ t.test('requests of a signed-in user as the upstream sees them', async (t) => {
     const get = await fetch(`${h.url}/api/me?x=%2F..%2Fy`, { headers: { cookie } });
     t.equal(get.status, 200);
     t.equal(lastReceived().url, '/api/me?x=%2F..%2Fy');
-    const missing = await fetch(`${h.url}/api/nothing-here`, { headers: { cookie } });
+    const missing = await fetch(`${h.url}/api/status?code=404`, { headers: { cookie } });
     t.equal(missing.status, 404, "the upstream's own status comes back");
-    t.strictSame(await missing.json(), { error: 'not_found' }, "with the upstream's body");
+    t.strictSame(await missing.json(), { status: 404 }, "with the upstream's body");
   });
 
   t.test("an upstream Set-Cookie with a gateway cookie name is dropped, the others pass", async (t) => {
