@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import { loadConfigFile, renderConfig } from './config/load.js';
+import { configWarnings } from './config/checks.js';
 import { ConfigError } from './errors.js';
 import { createLogger } from './logger.js';
 
@@ -65,10 +66,13 @@ async function main(): Promise<number> {
     process.stderr.write(`${err.problems.join('\n')}\n`);
     return 1;
   }
+  const warnings = configWarnings(config);
   if (command === 'check') {
+    for (const warning of warnings) process.stderr.write(`warning: ${warning}\n`);
     process.stdout.write(renderConfig(config));
     return 0;
   }
+  for (const warning of warnings) logger.warn({ warning }, 'config warning');
 
   // Listening for signals before start-up: a SIGTERM while discovery is still
   // waiting for the AS then stops the gateway as soon as it is up, with exit 0.

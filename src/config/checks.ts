@@ -1,6 +1,7 @@
 import type { Config } from './schema.js';
 import { isLoopbackHost } from './loopback.js';
 import { isRedisUrl, parseRedisUrl } from '../session/backends/redis-url.js';
+import { formatDuration } from './duration.js';
 
 const KEY_BYTES = 32;
 const STORE_SCHEMES = ['memory:', 'sqlite:'];
@@ -40,6 +41,13 @@ const RULES: readonly Rule[] = [
         return ['server.publicUrl: must be an absolute http(s) URL such as https://app.example.com'];
       }
       if (url.search || url.hash || url.username || url.password) return ['server.publicUrl: must not contain a query, fragment or credentials'];
+      // With http on a real host the session cookie is not Secure (cookieSecure: auto) and travels in clear;
+      // TLS is terminated in front of gatehouse, and publicUrl is what the browser sees (README "TLS").
+      if (url.protocol === 'http:' && !isLoopbackHost(url.hostname)) {
+        return [
+          `server.publicUrl: must use https on ${url.hostname} (http is allowed only on localhost, 127.0.0.0/8 and [::1]); terminate TLS in front of gatehouse and give the https URL browsers use`,
+        ];
+      }
       return [];
     },
   },
@@ -172,6 +180,31 @@ const RULES: readonly Rule[] = [
     },
   },
 ];
+
+/**
+ * Settings that work but do not do what they seem to: `gatehouse check`
+ * prints each as `warning: key: ...` on stderr, and the gateway logs them at
+ * start-up. A session ends at `ttl` whatever the other two say (README
+ * "Sessions"), so a longer idle limit never applies and a longer-lived
+ * cookie outlives its session, showing the sign-in page to a browser that
+ * still "has" a cookie.
+ * @example configWarnings(config) // ['session.idleTimeout: 48h is longer than session.ttl (24h): ...']
+ */
+export function configWarnings(config: Config): string[] {
+  const { ttl, idleTimeout, cookieMaxAge } = config.session;
+  const warnings: string[] = [];
+  if (idleTimeout > ttl) {
+    warnings.push(
+      `session.idleTimeout: ${formatDuration(idleTimeout)} is longer than session.ttl (${formatDuration(ttl)}): a session always ends at ttl, so the idle limit never applies`,
+    );
+  }
+  if (cookieMaxAge > ttl) {
+    warnings.push(
+      `session.cookieMaxAge: ${formatDuration(cookieMaxAge)} is longer than session.ttl (${formatDuration(ttl)}): the cookie outlives its session; set it to ttl or less`,
+    );
+  }
+  return warnings;
+}
 
 /**
  * The checks that span several keys or need more than a type: URLs, keys,

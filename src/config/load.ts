@@ -51,7 +51,7 @@ export function loadConfig(document: unknown, env: NodeJS.ProcessEnv): Config {
   const problems: string[] = [];
   const written = withoutEmptySections(document);
   const withDefaults = keepFaithful(written, Value.Default(ConfigSchema, structuredClone(written)));
-  const interpolated = interpolate(withDefaults, env, '', problems);
+  const interpolated = scopesAsList(interpolate(withDefaults, env, '', problems));
   const converted = keepFaithful(interpolated, Value.Convert(ConfigSchema, structuredClone(interpolated)));
   const errors = [...Value.Errors(ConfigSchema, converted)];
   for (const error of errors) {
@@ -219,12 +219,66 @@ function interpolate(value: unknown, env: NodeJS.ProcessEnv, path: string, probl
   return value;
 }
 
+/**
+ * `scopes: "openid profile email"` is how an authorization server's docs
+ * write scopes (RFC 6749 §3.3: a space-delimited list): read it as that list
+ * rather than as one scope with spaces in it.
+ */
+function scopesAsList(document: unknown): unknown {
+  if (!isMapping(document)) return document;
+  const provider = document.provider;
+  if (!isMapping(provider) || typeof provider.scopes !== 'string') return document;
+  const scopes = provider.scopes.split(/[ \t]+/).filter((scope) => scope !== '');
+  return { ...document, provider: { ...provider, scopes } };
+}
+
 function describe(error: ValueError): string {
   const path = toKeyPath(error.path);
   if (error.message === 'Expected required property') return `${path}: required`;
-  if (error.message.startsWith('Unexpected property')) return `${path}: unknown key (check its spelling and section)`;
+  if (error.message.startsWith('Unexpected property')) return `${path}: unknown key${suggestion(error.path)}`;
   const message = (error.schema as { errorMessage?: string }).errorMessage ?? error.message.toLowerCase();
+  // A duration the reader could not read is shown back, so a unit typo (`10 m`, `1w`) is seen at once; durations are never secret.
+  if (message.startsWith('must be a duration')) return `${path}: ${message}; got ${JSON.stringify(error.value)}`;
   return `${path || 'config'}: ${message}`;
+}
+
+/**
+ * For an unknown key: the nearest key of the same section (`sesion` ->
+ * `session`), or the section where a key of that name belongs (`server.ttl`
+ * -> `session.ttl`).
+ */
+function suggestion(pointer: string): string {
+  const parts = pointer.split('/').slice(1).map(unescapePointer);
+  const name = parts.at(-1) ?? '';
+  const section = parts.slice(0, -1).reduce<TSchema | undefined>((schema, part) => schemaProperties(schema)?.[part], ConfigSchema);
+  const siblings = Object.keys(schemaProperties(section) ?? {});
+  const nearest = siblings
+    .map((key) => ({ key, distance: editDistance(name.toLowerCase(), key.toLowerCase()) }))
+    .filter(({ key, distance }) => distance <= Math.max(1, Math.floor(key.length / 3)))
+    .sort((a, b) => a.distance - b.distance)[0];
+  if (nearest !== undefined) return `; did you mean ${[...parts.slice(0, -1), nearest.key].join('.')}?`;
+  if (parts.length === 2) {
+    const home = Object.entries(schemaProperties(ConfigSchema)!).find(([, schema]) => schemaProperties(schema)?.[name] !== undefined)?.[0];
+    if (home !== undefined) return `; it belongs in ${home} (${home}.${name})`;
+  }
+  return ' (check its spelling and section)';
+}
+
+function schemaProperties(schema: TSchema | undefined): Record<string, TSchema> | undefined {
+  return (schema as { properties?: Record<string, TSchema> } | undefined)?.properties;
+}
+
+/** Levenshtein distance: insertions, deletions and substitutions. */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, index) => index);
+  for (let i = 1; i <= a.length; i += 1) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j += 1) {
+      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[b.length]!;
 }
 
 /** `/session/encryptionKeys/1` -> `session.encryptionKeys[1]` */

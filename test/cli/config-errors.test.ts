@@ -61,7 +61,7 @@ const invalidProblems = [
   'provider.clientId: must be a non-empty string',
   'provider.clientSecret: environment variable GATEHOUSE_CLIENT_SECRET is not set',
   'provider.issuer: must use https (http is allowed only on localhost, 127.0.0.0/8 and [::1])',
-  'server.shutdownGrace: must be a duration: seconds, or a number with a unit such as 90s, 30m, 24h, 7d',
+  'server.shutdownGrace: must be a duration: seconds, or a number with a unit such as 90s, 30m, 24h, 7d; got "10 seconds"',
 ];
 
 t.test('an invalid config exits non-zero before listening, one line per problem on stderr naming the key', async (t) => {
@@ -124,4 +124,15 @@ t.test('no config file, an unreadable one, or an unknown command: a clear messag
   t.match(missing.stderr, /^config file .*absent\.yaml: cannot be read \(ENOENT\)\n$/);
   t.equal(unknown.code, 2);
   t.match(unknown.stderr, /^unknown command: serve\n/);
+});
+
+t.test('check prints warnings on stderr and still exits 0', async (t) => {
+  const warned = file(
+    'warned.yaml',
+    `provider:\n  issuer: https://idp.example.com\n  clientSecret: s\n  scopes: openid profile\nsession:\n  store: memory://\n  encryptionKeys: [${keys[0]}]\n  ttl: 1h\n  idleTimeout: 2h\n`,
+  );
+  const result = await runCli(['check', '--config', warned]);
+  t.equal(result.code, 0);
+  t.equal(result.stderr, 'warning: session.idleTimeout: 2h is longer than session.ttl (1h): a session always ends at ttl, so the idle limit never applies\nwarning: session.cookieMaxAge: 1d is longer than session.ttl (1h): the cookie outlives its session; set it to ttl or less\n');
+  t.strictSame((parseYaml(result.stdout) as { provider: { scopes: string[] } }).provider.scopes, ['openid', 'profile'], 'scopes read from a string');
 });

@@ -39,10 +39,11 @@ t.test('schema problems and problems between keys are reported together', async 
     'provider.clientSecret: required with clientAuthMethod client_secret_post',
     'provider.issuer: must use https (http is allowed only on localhost, 127.0.0.0/8 and [::1])',
     'server.port: must be a port number (0 to 65535)',
+    'server.publicUrl: must use https on app.example.com (http is allowed only on localhost, 127.0.0.0/8 and [::1]); terminate TLS in front of gatehouse and give the https URL browsers use',
     'session.cookieSameSite: none requires a Secure cookie (an https publicUrl or session.cookieSecure: true)',
     'session.encryptionKeys[1]: must be base64 of exactly 32 bytes, got 5 (generate one with: openssl rand -base64 32)',
     'session.store: must be memory://, sqlite://PATH, redis://HOST:PORT/DB, rediss://HOST:PORT/DB, redis+sentinel://HOST:PORT[,HOST:PORT…]/MASTER[/DB] or redis+cluster://HOST:PORT[,HOST:PORT…] (rediss+ for TLS)',
-    'tokens.refreshSkew: must be a duration: seconds, or a number with a unit such as 90s, 30m, 24h, 7d',
+    'tokens.refreshSkew: must be a duration: seconds, or a number with a unit such as 90s, 30m, 24h, 7d; got "soon"',
   ]);
 });
 
@@ -66,16 +67,18 @@ t.test('a wrong key is reported once, not again through a check that depends on 
 
 t.test('unknown keys are refused, in a section and at the top level', async (t) => {
   t.strictSame(problemsOf(withKeys({ provider: { clientSecert: 'typo' }, sesion: { ttl: '1h' } })).sort(), [
-    'provider.clientSecert: unknown key (check its spelling and section)',
-    'sesion: unknown key (check its spelling and section)',
+    'provider.clientSecert: unknown key; did you mean provider.clientSecret?',
+    'sesion: unknown key; did you mean session?',
   ]);
+  t.strictSame(problemsOf(withKeys({ server: { ttl: '1h' } })), ['server.ttl: unknown key; it belongs in session (session.ttl)'], 'a key in the wrong section');
+  t.strictSame(problemsOf(withKeys({ provider: { colour: 'blue' } })), ['provider.colour: unknown key (check its spelling and section)'], 'nothing near: no guess');
 });
 
 t.test('a value of the wrong shape names its key', async (t) => {
   t.strictSame(problemsOf(withKeys({ server: 'localhost:8080' })), ['server: must be a mapping of keys']);
   t.strictSame(problemsOf(withKeys({ provider: { scopes: { openid: true } } })), ['provider.scopes: must be a list of scopes']);
-  // A single string is read as a one-item list; a space-separated one is then a bad scope, not two scopes.
-  t.strictSame(problemsOf(withKeys({ provider: { scopes: 'openid profile' } })), ['provider.scopes[0]: must be a scope token (no spaces or quotes)']);
+  // A string is a space-separated list (RFC 6749 §3.3), as authorization servers' docs write scopes; its items are checked as scopes.
+  t.strictSame(problemsOf(withKeys({ provider: { scopes: 'openid "profile"' } })), ['provider.scopes[1]: must be a scope token (no spaces or quotes)']);
   t.strictSame(problemsOf(withKeys({ provider: { scopes: ['openid profile'] } })), ['provider.scopes[0]: must be a scope token (no spaces or quotes)']);
   t.strictSame(problemsOf(withKeys({ session: { encryptionKeys: [] } })), ['session.encryptionKeys: must be a list of at least one base64 key']);
   t.strictSame(problemsOf(['server']), ['config: must be a YAML mapping of sections (server, provider, session, ...)']);

@@ -39,7 +39,7 @@ t.test('every key not given takes the default of README "Configuration"', async 
       encryptionKeys: [KEY],
     },
     tokens: { refreshSkew: 30, defaultLifetime: 300 },
-    paths: { login: '/login', callback: '/callback', logout: '/logout', session: '/session', backchannelLogout: '/backchannel-logout' },
+    paths: { login: '/login', callback: '/callback', logout: '/logout', session: '/session', backchannelLogout: '/backchannel-logout', signedOut: '/signed-out' },
     csrf: { allowedOrigins: [] },
     rateLimit: { max: 60, window: 60 },
   });

@@ -45,7 +45,7 @@ t.test('a duration from an environment variable is read like one written in the 
 
 t.test('a malformed duration is refused, naming the key', async (t) => {
   for (const bad of ['10x', '1w', '1.5s', 1.5, -5, '-5s', 's', '', '10 s', '1h30m', true]) {
-    t.strictSame(problemsOf(withKeys({ server: { shutdownGrace: bad } })), [`server.shutdownGrace: ${MESSAGE}`], JSON.stringify(bad));
+    t.strictSame(problemsOf(withKeys({ server: { shutdownGrace: bad } })), [`server.shutdownGrace: ${MESSAGE}; got ${JSON.stringify(bad)}`], JSON.stringify(bad));
   }
 });
 
