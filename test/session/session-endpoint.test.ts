@@ -37,6 +37,8 @@ t.test('GET /session', async (t) => {
     t.same(Object.keys(body).sort(), ['expiresAt', 'user']);
     t.match(body.user, { sub: 'carol', name: 'Carol', email: 'carol@example.com', email_verified: true });
     t.notOk('nonce' in body.user || 'at_hash' in body.user, 'no token-bound claims');
+    for (const claim of ['c_hash', 'auth_time', 'iat', 'exp', 'aud', 'azp', 'sid', 'jti', 'nbf']) t.notOk(claim in body.user, `no protocol claim ${claim}`);
+    t.strictSame(Object.keys(body.user).sort(), ['email', 'email_verified', 'iss', 'name', 'sub'], "only the user's claims, and the issuer that scopes sub");
 
     t.match(body.expiresAt, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/, 'ISO 8601');
     const expiresAt = Date.parse(body.expiresAt);
