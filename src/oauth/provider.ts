@@ -49,7 +49,7 @@ export class Provider {
       this.#configuration = await this.#load();
       this.#log.info({ issuer: this.#settings.issuer ?? this.#settings.tokenEndpoint }, 'provider metadata loaded');
     } catch (err) {
-      this.#log.warn({ err: describeFailure(err), retryInMs: DISCOVERY_RETRY_MS }, 'provider discovery failed');
+      this.#log.warn({ failure: describeFailure(err, this.#discoveryUrl()), retryInMs: DISCOVERY_RETRY_MS }, 'provider discovery failed');
       if (!this.#closed) this.#retry = setTimeout(() => void this.start(), DISCOVERY_RETRY_MS).unref();
     }
   }
@@ -57,6 +57,12 @@ export class Provider {
   close(): void {
     this.#closed = true;
     clearTimeout(this.#retry);
+  }
+
+  /** What start-up fetches: the discovery document (RFC 8414 §3, OpenID Connect Discovery §4), or nothing but the given endpoints. */
+  #discoveryUrl(): string {
+    const { issuer, tokenEndpoint } = this.#settings;
+    return issuer === undefined ? tokenEndpoint! : `${issuer.replace(/\/$/, '')}/.well-known/openid-configuration`;
   }
 
   async #load(): Promise<oidc.Configuration> {
@@ -143,19 +149,59 @@ function usesLoopbackHttp(settings: Config['provider']): boolean {
 /**
  * A log-safe description of an error from openid-client: its class, code,
  * OAuth error and HTTP status, never its message's free text or the request
- * it carries (which may hold codes or tokens).
+ * it carries (which may hold codes or tokens). `code` is the first system
+ * error code down the cause chain (fetch wraps ECONNREFUSED, ENOTFOUND,
+ * ETIMEDOUT in a TypeError "fetch failed"), so the log says why.
+ * `endpoint`, when given, is logged as host and path only: a query string
+ * may carry a code or a token (README "Logs").
  */
-export function describeFailure(err: unknown): Record<string, unknown> {
-  if (!(err instanceof Error)) return { type: typeof err };
+export function describeFailure(err: unknown, endpoint?: string): Record<string, unknown> {
+  const where = endpoint === undefined ? {} : { endpoint: endpointOf(endpoint) };
+  if (!(err instanceof Error)) return { type: typeof err, ...where };
   const fields = err as Error & { code?: unknown; error?: unknown; status?: unknown; cause?: unknown };
   const status = typeof fields.status === 'number' ? fields.status : fields.cause instanceof Response ? fields.cause.status : undefined;
   return {
     type: err.name,
-    code: typeof fields.code === 'string' ? fields.code : undefined,
+    code: causeCode(err),
     error: typeof fields.error === 'string' ? fields.error : undefined,
     status,
     cause: fields.cause instanceof Error && !(fields.cause instanceof Response) ? fields.cause.name : undefined,
+    ...where,
   };
+}
+
+const MAX_CAUSE_DEPTH = 5;
+
+/**
+ * The most telling code down the error's `cause` chain (and in an
+ * AggregateError's errors): a system one (ECONNREFUSED, ENOTFOUND,
+ * UND_ERR_CONNECT_TIMEOUT) before a wrapper's own (FST_REPLY_FROM_...).
+ */
+export function causeCode(err: unknown): string | undefined {
+  const codes = codesOf(err, 0);
+  return codes.find((code) => SYSTEM_CODE.test(code)) ?? codes[0];
+}
+
+const SYSTEM_CODE = /^(E[A-Z0-9_]+|UND_ERR_[A-Z_]+)$/;
+
+function codesOf(err: unknown, depth: number): string[] {
+  if (!(err instanceof Error) || depth >= MAX_CAUSE_DEPTH) return [];
+  const { code, errors } = err as Error & { code?: unknown; errors?: unknown };
+  return [
+    ...(typeof code === 'string' ? [code] : []),
+    ...(Array.isArray(errors) ? errors.flatMap((inner) => codesOf(inner, depth + 1)) : []),
+    ...codesOf(err.cause, depth + 1),
+  ];
+}
+
+/** `https://idp.example.com:8443/token?x=1` -> `idp.example.com:8443/token`: no scheme credentials, query or fragment. */
+export function endpointOf(url: string): string {
+  try {
+    const parsed = new URL(url);
+    return `${parsed.host}${parsed.pathname}`;
+  } catch {
+    return 'unparsable URL';
+  }
 }
 
 /**

@@ -106,11 +106,11 @@ export class TokenRefresher {
       const rejected = classifyProviderFailure(err) === 'rejected';
       annotate(span, { 'gatehouse.refresh.outcome': rejected ? 'rejected' : 'failed' });
       if (rejected) {
-        log.info({ userId: current.userId, failure: describeFailure(err) }, 'refresh rejected');
+        log.info({ userId: current.userId, failure: describeFailure(err, tokenEndpoint(provider)) }, 'refresh rejected');
         await endAllSessions(store, current);
         throw gatehouseError('GH_ERR_SESSION_REQUIRED', { cause: err });
       }
-      log.warn({ userId: current.userId, failure: describeFailure(err) }, 'refresh failed');
+      log.warn({ userId: current.userId, failure: describeFailure(err, tokenEndpoint(provider)) }, 'refresh failed');
       throw gatehouseError('GH_ERR_PROVIDER_UNAVAILABLE', { cause: err });
     }
     let issued;
@@ -119,7 +119,7 @@ export class TokenRefresher {
     } catch (err) {
       metrics.refreshes.inc({ result: 'failed' });
       annotate(span, { 'gatehouse.refresh.outcome': 'failed' });
-      log.warn({ userId: current.userId, failure: describeFailure(err) }, 'refresh response unusable');
+      log.warn({ userId: current.userId, failure: describeFailure(err, tokenEndpoint(provider)) }, 'refresh response unusable');
       throw gatehouseError('GH_ERR_PROVIDER_UNAVAILABLE', { cause: err });
     }
     const claims = provider.isOpenIdProvider && issued.idToken ? { ...(response.claims() ?? {}) } : current.claims;
@@ -144,4 +144,8 @@ export class TokenRefresher {
 export async function endAllSessions(store: SessionStore, record: TokenRecord): Promise<void> {
   await Promise.all(Object.keys(record.sessions).map((hash) => store.deleteSession(hash)));
   await store.deleteTokens(record.userId);
+}
+
+function tokenEndpoint(provider: Provider): string | undefined {
+  return provider.ready ? provider.configuration.serverMetadata().token_endpoint : undefined;
 }

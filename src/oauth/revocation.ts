@@ -13,6 +13,6 @@ export async function revokeRefreshToken(provider: Provider, refreshToken: strin
   try {
     await traceAsCall('revocation', () => oidc.tokenRevocation(provider.configuration, refreshToken, { token_type_hint: 'refresh_token' }));
   } catch (err) {
-    log.warn({ failure: describeFailure(err) }, 'refresh token revocation failed');
+    log.warn({ failure: describeFailure(err, provider.configuration.serverMetadata().revocation_endpoint) }, 'refresh token revocation failed');
   }
 }

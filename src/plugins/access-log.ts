@@ -23,6 +23,7 @@ export const accessLogPlugin = fp<{ logger: Logger }>(
           status: reply.statusCode,
           ms: Math.round(reply.elapsedTime * 10) / 10,
           ...(request.userId === undefined ? {} : { userId: request.userId }),
+          ...(request.errorCode === undefined ? {} : { code: request.errorCode }),
           ...(request.upstreamSeconds < 0 ? {} : { upstreamMs: Math.round(request.upstreamSeconds * 10_000) / 10 }),
         },
         'request completed',

@@ -3,6 +3,14 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { errorRow, gatehouseError, isGatehouseError, type GatehouseError } from '../errors.js';
 import { isNavigation } from '../http/request-kind.js';
 import { PAGE_SECURITY_POLICY, messagePage } from '../http/pages.js';
+import { causeCode } from '../oauth/provider.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The registry code of a refused request (below 500), carried by its one access-log line. */
+    errorCode: ErrorCode | undefined;
+  }
+}
 
 /**
  * Replaces Fastify's error and not-found handlers. Every error becomes a
@@ -12,16 +20,30 @@ import { PAGE_SECURITY_POLICY, messagePage } from '../http/pages.js';
  */
 export const errorsPlugin = fp(
   async (fastify) => {
+    const storeEndpoint = withoutCredentials(fastify.gatehouse.config.session.store);
+    fastify.decorateRequest('errorCode', undefined);
     fastify.setErrorHandler((error: FastifyError, request, reply) => {
       const known = toGatehouseError(error);
-      if (known.statusCode >= 500) request.log.error({ err: error, code: known.code }, 'request failed');
-      else request.log.info({ code: known.code, status: known.statusCode }, 'request refused');
+      // A refusal (401, 403, 400...) is an everyday event: its code goes on the request's one access-log line.
+      if (known.statusCode < 500) request.errorCode = known.code;
+      else if (known.code === 'GH_ERR_STORE_UNAVAILABLE') {
+        request.log.error({ code: known.code, failure: { code: causeCode(known.cause) ?? causeName(known.cause), endpoint: storeEndpoint } }, 'store unavailable');
+      } else request.log.error({ err: error, code: known.code }, 'request failed');
       return sendError(request, reply, known);
     });
     fastify.setNotFoundHandler((request, reply) => sendError(request, reply, gatehouseError('GH_ERR_METHOD_NOT_ALLOWED')));
   },
   { name: 'gatehouse-errors', fastify: '5.x', dependencies: ['gatehouse-context'] },
 );
+
+/** `redis://user:secret@host:6379/0?x` -> `redis://host:6379/0`: where the store is, never its password. */
+function withoutCredentials(url: string): string {
+  return url.replace(/\/\/[^@/]*@/, '//').replace(/[?#].*$/, '');
+}
+
+function causeName(cause: unknown): string | undefined {
+  return cause instanceof Error ? cause.message.startsWith('the store did not answer') ? 'TIMEOUT' : cause.name : undefined;
+}
 
 function toGatehouseError(error: FastifyError): GatehouseError {
   if (isGatehouseError(error)) return error;

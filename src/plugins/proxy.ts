@@ -8,6 +8,7 @@ import { gatehouseError } from '../errors.js';
 import { createCrossSiteCheck } from '../http/csrf.js';
 import { endToEndHeaders } from '../http/hop-by-hop.js';
 import { resolveSession } from './session.js';
+import { causeCode, endpointOf } from '../oauth/provider.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -155,8 +156,14 @@ export const proxyPlugin = fp(
       return headers;
     }
 
+    const upstreamEndpoint = endpointOf(config.upstream).replace(/\/$/, '');
+
     function onError(reply: FastifyReply, { error }: { error: Error }): void {
-      reply.request.log.warn({ failure: { type: error.name, code: (error as { code?: string }).code } }, 'upstream failed');
+      // Host and path of the upstream request, never its query (README "Logs").
+      const { url } = reply.request;
+      const query = url.indexOf('?');
+      const failure = { type: error.name, code: causeCode(error), endpoint: `${upstreamEndpoint}${query < 0 ? url : url.slice(0, query)}` };
+      reply.request.log.warn({ failure }, 'upstream failed');
       reply.send(gatehouseError('GH_ERR_UPSTREAM_UNAVAILABLE', { cause: error }));
     }
 
