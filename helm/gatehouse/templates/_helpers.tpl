@@ -98,6 +98,21 @@ change. Included by the Deployment and the ConfigMap.
 {{- fail (printf "config.session.store is %s: a SQLite file must be under /data, the pod's only writable volume (e.g. sqlite:///data/gatehouse.sqlite)" $store) -}}
 {{- end -}}
 {{- end -}}
+{{- if .Values.podDisruptionBudget.enabled -}}
+{{- $replicas := ternary (int .Values.autoscaling.minReplicas) (int .Values.replicaCount) .Values.autoscaling.enabled -}}
+{{- $pdb := .Values.podDisruptionBudget -}}
+{{- $blocks := false -}}
+{{- if not (kindIs "invalid" $pdb.maxUnavailable) -}}
+{{- $blocks = or (eq (toString $pdb.maxUnavailable) "0") (eq (toString $pdb.maxUnavailable) "0%") -}}
+{{- else if eq (toString $pdb.minAvailable) "100%" -}}
+{{- $blocks = true -}}
+{{- else if not (hasSuffix "%" (toString $pdb.minAvailable)) -}}
+{{- $blocks = ge (int $pdb.minAvailable) $replicas -}}
+{{- end -}}
+{{- if $blocks -}}
+{{- fail (printf "podDisruptionBudget would block every node drain: with %d replica(s) it allows no pod to be evicted (minAvailable %v, maxUnavailable %v). Run more replicas (a redis:// store and replicaCount or autoscaling.minReplicas of 2 or more), or leave podDisruptionBudget.enabled false" $replicas $pdb.minAvailable $pdb.maxUnavailable) -}}
+{{- end -}}
+{{- end -}}
 {{- if not (dig "server" "publicUrl" "" .Values.config) -}}
 {{- fail "config.server.publicUrl is required: the URL browsers use to reach the gateway, e.g. https://app.example.com" -}}
 {{- end -}}
