@@ -2,6 +2,9 @@ import type { Config } from './schema.js';
 import { isLoopbackHost } from './loopback.js';
 import { isRedisUrl, parseRedisUrl } from '../session/backends/redis-url.js';
 import { formatDuration } from './duration.js';
+import { statSync } from 'node:fs';
+import { extname } from 'node:path';
+import { LOGO_MAX_BYTES, LOGO_TYPES } from '../http/page-template.js';
 
 const KEY_BYTES = 32;
 const STORE_SCHEMES = ['memory:', 'sqlite:'];
@@ -170,6 +173,25 @@ const RULES: readonly Rule[] = [
   },
   {
     reads: [],
+    check({ pages }) {
+      const problems: string[] = [];
+      if (pages.dir !== undefined) {
+        const stat = statOf(pages.dir);
+        if (stat === undefined) problems.push(`pages.dir: ${pages.dir} does not exist or cannot be read`);
+        else if (!stat.isDirectory()) problems.push(`pages.dir: ${pages.dir} is not a directory`);
+      }
+      if (pages.logo !== undefined) {
+        const stat = statOf(pages.logo);
+        if (LOGO_TYPES[extname(pages.logo).toLowerCase()] === undefined) {
+          problems.push(`pages.logo: must be an image file ending in ${Object.keys(LOGO_TYPES).join(', ')}`);
+        } else if (stat === undefined || !stat.isFile()) problems.push(`pages.logo: ${pages.logo} does not exist or is not a file`);
+        else if (stat.size > LOGO_MAX_BYTES) problems.push(`pages.logo: ${stat.size} bytes, at most ${LOGO_MAX_BYTES} (it is inlined into every page)`);
+      }
+      return problems;
+    },
+  },
+  {
+    reads: [],
     check({ csrf }) {
       return csrf.allowedOrigins.flatMap((origin, index) => {
         const url = parseUrl(origin);
@@ -247,6 +269,14 @@ export function cookieIsSecure(config: Config): boolean {
 function decodeKey(key: string): number | undefined {
   if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(key)) return undefined;
   return Buffer.from(key, 'base64').length;
+}
+
+function statOf(path: string): ReturnType<typeof statSync> | undefined {
+  try {
+    return statSync(path);
+  } catch {
+    return undefined;
+  }
 }
 
 function parseUrl(value: string): URL | undefined {

@@ -120,6 +120,14 @@ export const ConfigSchema = Type.Object(
         Type.String({ pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$", errorMessage: 'must be a header name such as X-Requested-With' }),
       ),
     }),
+    pages: section({
+      /** A directory of templates replacing the built-in one: `page.html` for every page, `<page>.html` for one (README "Pages"). */
+      dir: Type.Optional(text()),
+      /** Shown in every page's header and title. */
+      productName: text('gatehouse'),
+      /** An image file (PNG, SVG, JPEG, GIF, WebP; at most 64 KiB) inlined into every page. */
+      logo: Type.Optional(text()),
+    }),
     rateLimit: section({
       /** Requests one client address may make to the login path, and as many to the callback path, per `window`; 0 turns the limit off. */
       max: Type.Integer({ minimum: 0, default: 60, errorMessage: 'must be a whole number of requests (0 = no limit)' }),

@@ -41,6 +41,7 @@ t.test('every key not given takes the default of README "Configuration"', async 
     tokens: { refreshSkew: 30, defaultLifetime: 300 },
     paths: { login: '/login', callback: '/callback', logout: '/logout', session: '/session', backchannelLogout: '/backchannel-logout', signedOut: '/signed-out' },
     csrf: { allowedOrigins: [] },
+    pages: { productName: 'gatehouse' },
     rateLimit: { max: 60, window: 60 },
   });
   for (const key of ['authorizationEndpoint', 'tokenEndpoint', 'userinfoEndpoint', 'revocationEndpoint', 'endSessionEndpoint'] as const) {
