@@ -13,6 +13,7 @@ import { Sealer } from './session/seal.js';
 import { SessionStore } from './session/store.js';
 import { GatewayCookies } from './http/cookies.js';
 import { gatewayContextPlugin, type GatewayContext } from './plugins/gateway-context.js';
+import { createPageRenderer } from './http/page-template.js';
 import { errorsPlugin } from './plugins/errors.js';
 import { accessLogPlugin } from './plugins/access-log.js';
 import { proxyPlugin } from './plugins/proxy.js';
@@ -77,6 +78,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
       defaultLifetime: config.tokens.defaultLifetime,
     }),
     pendingLogins: new PendingLogins(sealer),
+    pages: createPageRenderer(config.pages),
     cookies: new GatewayCookies(config),
     redirectUri: `${publicUrl}${config.paths.callback}`,
     basePath: new URL(publicUrl).pathname.replace(/\/$/, ''),

@@ -1,4 +1,5 @@
 import createError, { type FastifyError } from '@fastify/error';
+import type { PageName } from './http/page-template.js';
 
 /** A row of the registry: how an error is answered. */
 interface ErrorRow {
@@ -10,13 +11,15 @@ interface ErrorRow {
   message: string;
   /** Heading of the HTML page a navigation gets. */
   title: string;
+  /** Which page template renders it (README "Pages"; an operator's `pages.dir/<page>.html`); default `refused`. */
+  page?: PageName;
   /** JSON bodies are exactly `{"error": slug}`, no message (README "Errors" and "Sessions"). */
   bare?: true;
 }
 
 const REFUSED = 'Request refused';
 const SIGN_IN_FAILED = 'Sign-in did not complete';
-const TRY_AGAIN = 'Please try again shortly';
+const UNAVAILABLE = 'Service unavailable';
 
 /**
  * Every error gatehouse answers with. The README's "Errors" table documents
@@ -33,22 +36,30 @@ const REGISTRY = {
     slug: 'invalid_state',
     message: 'This sign-in response does not belong to a sign-in started in this browser in the last 10 minutes, or it was already used. Please sign in again.',
     title: SIGN_IN_FAILED,
+    page: 'sign-in-failed',
   },
-  GH_ERR_CALLBACK_DENIED: { status: 400, slug: 'sign_in_failed', message: 'Sign-in did not complete: %s', title: SIGN_IN_FAILED },
+  GH_ERR_CALLBACK_DENIED: { status: 400, slug: 'sign_in_failed', message: 'Sign-in did not complete: %s', title: SIGN_IN_FAILED, page: 'sign-in-failed' },
   GH_ERR_CALLBACK_REJECTED: {
     status: 400,
     slug: 'sign_in_failed',
     message: 'Sign-in did not complete: the authorization server did not accept the sign-in response. Please sign in again.',
     title: SIGN_IN_FAILED,
+    page: 'sign-in-failed',
   },
-  GH_ERR_CALLBACK_IDENTITY: { status: 502, slug: 'sign_in_failed', message: 'Sign-in did not complete: the authorization server did not identify the user.', title: SIGN_IN_FAILED },
-  GH_ERR_SESSION_REQUIRED: { status: 401, slug: 'unauthorized', message: 'You are not signed in, or your session has ended.', title: 'Sign in required', bare: true },
+  GH_ERR_CALLBACK_IDENTITY: { status: 502, slug: 'sign_in_failed', message: 'Sign-in did not complete: the authorization server did not identify the user.', title: SIGN_IN_FAILED, page: 'sign-in-failed' },
+  GH_ERR_SESSION_REQUIRED: { status: 401, slug: 'unauthorized', message: 'You are not signed in, or your session has ended.', title: 'Sign in required', page: 'sign-in-required', bare: true },
   GH_ERR_RATE_LIMITED: { status: 429, slug: 'too_many_requests', message: 'Too many sign-in requests from this address. Please wait a minute and try again.', title: REFUSED },
   GH_ERR_LOGOUT_TOKEN_INVALID: { status: 400, slug: 'invalid_request', message: 'The logout token is invalid: %s.', title: REFUSED },
-  GH_ERR_CSRF_REJECTED: { status: 403, slug: 'forbidden', message: 'Cross-site requests that change data are not allowed.', title: REFUSED },
-  GH_ERR_PROVIDER_UNAVAILABLE: { status: 503, slug: 'provider_unavailable', message: 'The authorization server cannot be reached right now. Please try again shortly.', title: TRY_AGAIN },
-  GH_ERR_STORE_UNAVAILABLE: { status: 503, slug: 'store_unavailable', message: 'The session store cannot be reached right now. Please try again shortly.', title: TRY_AGAIN, bare: true },
-  GH_ERR_UPSTREAM_UNAVAILABLE: { status: 502, slug: 'bad_gateway', message: 'The service behind the gateway cannot be reached.', title: REFUSED },
+  GH_ERR_CSRF_REJECTED: { status: 403, slug: 'forbidden', message: 'Cross-site requests that change data are not allowed.', title: 'Forbidden', page: 'forbidden' },
+  GH_ERR_PROVIDER_UNAVAILABLE: { status: 503, slug: 'provider_unavailable', message: 'The authorization server cannot be reached right now. Please try again shortly.', title: UNAVAILABLE, page: 'unavailable' },
+  GH_ERR_STORE_UNAVAILABLE: { status: 503, slug: 'store_unavailable', message: 'The session store cannot be reached right now. Please try again shortly.', title: UNAVAILABLE, page: 'unavailable', bare: true },
+  GH_ERR_UPSTREAM_UNAVAILABLE: {
+    status: 502,
+    slug: 'bad_gateway',
+    message: 'The gateway could not reach the application behind it. Please try again in a moment.',
+    title: 'Could not reach the application',
+    page: 'upstream-unreachable',
+  },
   GH_ERR_INTERNAL: { status: 500, slug: 'internal_error', message: 'Something went wrong in the gateway.', title: REFUSED },
 } as const satisfies Record<string, ErrorRow>;
 

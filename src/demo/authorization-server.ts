@@ -1,7 +1,7 @@
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
 import { closeServer, listen } from './listen.js';
-import { escapeHtml } from '../http/pages.js';
+import { escapeHtml } from '../http/page-template.js';
 
 import Provider, {
   type Account,

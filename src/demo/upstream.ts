@@ -1,6 +1,6 @@
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import { closeServer, listen } from './listen.js';
-import { escapeHtml } from '../http/pages.js';
+import { escapeHtml } from '../http/page-template.js';
 
 /** Options of {@link startUpstream}. */
 export interface UpstreamOptions {

@@ -1,8 +1,7 @@
 import fp from 'fastify-plugin';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { errorRow, gatehouseError, isGatehouseError, type GatehouseError } from '../errors.js';
+import { errorRow, gatehouseError, isGatehouseError, type ErrorCode, type GatehouseError } from '../errors.js';
 import { isNavigation } from '../http/request-kind.js';
-import { PAGE_SECURITY_POLICY, messagePage } from '../http/pages.js';
 import { causeCode } from '../oauth/provider.js';
 
 declare module 'fastify' {
@@ -61,16 +60,16 @@ function toGatehouseError(error: FastifyError): GatehouseError {
  * uncacheable. Also used by routes that answer an error without throwing.
  */
 export function sendError(request: FastifyRequest, reply: FastifyReply, error: GatehouseError, link?: { href: string; text: string }): FastifyReply {
-  const { cookies, basePath, config } = request.server.gatehouse;
+  const { cookies, basePath, config, pages } = request.server.gatehouse;
   if (error.code === 'GH_ERR_SESSION_REQUIRED' && request.cookies[cookies.sessionName] !== undefined) cookies.clearSession(reply);
   const row = errorRow(error.code);
   reply.code(error.statusCode).header('cache-control', 'no-store').header('x-content-type-options', 'nosniff');
   if (isNavigation(request)) {
     const signIn = link ?? (error.code === 'GH_ERR_SESSION_REQUIRED' ? signInLink(request, basePath, config.paths.login) : undefined);
     return reply
-      .header('content-security-policy', PAGE_SECURITY_POLICY)
+      .header('content-security-policy', pages.securityPolicy)
       .type('text/html; charset=utf-8')
-      .send(messagePage(row.title, error.message, signIn));
+      .send(pages.render({ page: row.page ?? 'refused', title: row.title, message: error.message, action: signIn, status: error.statusCode }));
   }
   const slug = row.slug;
   if (row.bare) return reply.type('application/json; charset=utf-8').send({ error: slug });

@@ -7,6 +7,7 @@ import type { SessionStore } from '../session/store.js';
 import type { GatewayCookies } from '../http/cookies.js';
 import type { Metrics, RouteClass } from '../metrics/metrics.js';
 import type { Clock } from '../clock.js';
+import type { PageRenderer } from '../http/page-template.js';
 
 /** Everything the routes and plugins share, built once by buildGateway. */
 export interface GatewayContext {
@@ -17,6 +18,8 @@ export interface GatewayContext {
   pendingLogins: PendingLogins;
   cookies: GatewayCookies;
   metrics: Metrics;
+  /** The gateway's own HTML pages and their CSP (README "Pages"). */
+  pages: PageRenderer;
   /** publicUrl + paths.callback: the redirect_uri registered at the AS. */
   redirectUri: string;
   /** Path of publicUrl without a trailing slash ('' at the root): prefix of links the browser follows. */

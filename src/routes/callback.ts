@@ -5,13 +5,13 @@ import { findByState, PENDING_LOGIN_TTL_MS, type PendingLogin } from '../oauth/p
 import { classifyProviderFailure, describeFailure } from '../oauth/provider.js';
 import { identify } from '../oauth/identify.js';
 import { readTokenResponse } from '../oauth/token-set.js';
-import { continuePage, PAGE_SECURITY_POLICY } from '../http/pages.js';
 import { hashSessionId, newSessionId } from '../session/session-id.js';
 import { logoutLinkName } from '../session/ending.js';
 import { userLock } from '../session/keys.js';
 import { sha256Base64url } from '../hash.js';
 import { sendError } from '../plugins/errors.js';
 import { traceAsCall } from '../tracing/tracing.js';
+import { escapeHtml } from '../http/page-template.js';
 
 /** A user's sessions beyond this many (oldest first) are ended at the next login. */
 const MAX_SESSIONS_PER_USER = 50;
@@ -154,11 +154,20 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
    */
   function finish(reply: FastifyReply, returnTo: string): FastifyReply {
     if (config.session.cookieSameSite !== 'strict') return reply.redirect(returnTo, 302);
+    const { pages } = fastify.gatehouse;
+    // A meta refresh, not a script: the page's CSP allows none (README "Pages").
+    const page = pages.render({
+      page: 'signed-in',
+      title: 'Signed in',
+      message: 'You are signed in. Taking you back to where you were.',
+      action: { href: returnTo, text: 'Continue' },
+      head: `<meta http-equiv="refresh" content="0;url=${escapeHtml(returnTo)}">\n`,
+    });
     return reply
-      .header('content-security-policy', PAGE_SECURITY_POLICY)
+      .header('content-security-policy', pages.securityPolicy)
       .header('x-content-type-options', 'nosniff')
       .type('text/html; charset=utf-8')
-      .send(continuePage(returnTo));
+      .send(page);
   }
 }
 

@@ -1,5 +1,4 @@
 import type { FastifyInstance } from 'fastify';
-import { PAGE_SECURITY_POLICY, messagePage } from '../http/pages.js';
 
 /**
  * GET paths.signedOut: where a browser lands after sign-out, when the
@@ -9,16 +8,18 @@ import { PAGE_SECURITY_POLICY, messagePage } from '../http/pages.js';
  * than on a protected page that asks to sign in again at once.
  */
 export async function signedOutRoute(fastify: FastifyInstance): Promise<void> {
-  const { config, basePath } = fastify.gatehouse;
-  const body = messagePage('Signed out', 'You are signed out. The gateway ended your session and forgot its tokens.', {
-    href: `${basePath}${config.paths.login}`,
-    text: 'Sign in again',
+  const { config, basePath, pages } = fastify.gatehouse;
+  const body = pages.render({
+    page: 'signed-out',
+    title: 'Signed out',
+    message: 'You are signed out. The gateway ended your session and forgot its tokens.',
+    action: { href: `${basePath}${config.paths.login}`, text: 'Sign in again' },
   });
   fastify.get(config.paths.signedOut, { config: { routeClass: 'logout' } }, async (_request, reply) =>
     reply
       .header('cache-control', 'no-store')
       .header('x-content-type-options', 'nosniff')
-      .header('content-security-policy', PAGE_SECURITY_POLICY)
+      .header('content-security-policy', pages.securityPolicy)
       .type('text/html; charset=utf-8')
       .send(body),
   );

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { startAuthorizationServer } from '../../src/demo/authorization-server.js';
 import { freePort } from '../helpers/harness.js';
-import { ROOT, ensureBuilt } from './cli-process.js';
+import { ROOT, ensureBuilt } from '../helpers/cli-process.js';
 
 /**
  * README "Install": the package `npm pack` makes installs into an empty
