@@ -31,7 +31,7 @@ t.test('GET /callback?error=...', async (t) => {
     t.equal(page.headers['cache-control'], 'no-store');
     t.match(page.body, /did not complete/i);
     t.match(page.body, /cancelled/i);
-    t.match(page.body, /<a href="\/login\?returnTo=%2Forders">/, 'a link to /login that keeps returnTo');
+    t.match(page.body, /<a class="action" href="\/login\?returnTo=%2Forders">/, 'a link to /login that keeps returnTo');
     t.notMatch(page.body, /End-User aborted/, "the AS's error_description is not echoed");
     const cookies = [page.headers['set-cookie'] ?? []].flat();
     t.equal(findSetCookie(cookies, 'session_id'), undefined, 'no session');
@@ -62,7 +62,7 @@ t.test('GET /callback?error=...', async (t) => {
       const page = await navigate(`${h.url}/callback?${query}`);
       t.ok(page.status >= 400 && page.status < 500, `4xx (${page.status})`);
       t.match(page.body, /did not complete/i);
-      t.match(page.body, /<a href="\/login[^"]*">/, 'offers /login');
+      t.match(page.body, /<a class="action" href="\/login[^"]*">/, 'offers /login');
       t.notMatch(page.body, /<script|from the AS|xxxxxxxx/, 'nothing of the query is echoed');
     }
     t.equal(watch.codeExchanges, 0, 'no token request');

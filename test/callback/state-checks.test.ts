@@ -142,6 +142,6 @@ tap.test('GET /callback state checks', async (t) => {
     t.equal(page.status, 400);
     t.match(page.headers['content-type'], /^text\/html/);
     t.equal(page.headers['cache-control'], 'no-store');
-    t.match(page.body, /<a href="\/login">/);
+    t.match(page.body, /<a class="action" href="\/login">/);
   });
 });

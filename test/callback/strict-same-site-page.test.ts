@@ -39,7 +39,7 @@ t.test('strict SameSite, Secure, browser-session cookie', async (t) => {
     t.equal(callback.headers.get('cache-control'), 'no-store');
     const html = await callback.text();
     t.match(html, /<meta http-equiv="refresh" content="0;url=\/dashboard\?tab=2&amp;view=list">/, 'navigates there by itself');
-    t.match(html, /<a href="\/dashboard\?tab=2&amp;view=list">/, 'and links to it');
+    t.match(html, /<a class="action" href="\/dashboard\?tab=2&amp;view=list">/, 'and links to it');
 
     const session = findSetCookie(callback, 'session_id');
     t.ok(session, 'the session cookie comes with the page');
