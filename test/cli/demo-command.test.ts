@@ -12,6 +12,8 @@ import { ensureBuilt, runCli, spawnCli } from '../helpers/cli-process.js';
  * the demo upstream echoes a path it has no page for instead of a 404.
  */
 ensureBuilt();
+// Four demos (each an authorization server, an upstream and a gateway) one after another: on a busy CI machine that is minutes.
+t.setTimeout(600_000);
 
 async function demoEnv(): Promise<Record<string, string>> {
   return { GATEHOUSE_DEMO_PORT: String(await freePort()), GATEHOUSE_DEMO_ADMIN_PORT: String(await freePort()) };
@@ -19,7 +21,7 @@ async function demoEnv(): Promise<Record<string, string>> {
 
 async function started(args: string[], env: Record<string, string>) {
   const demo = spawnCli(args, env);
-  await demo.waitForLog((line) => typeof line.unparsed === 'string' && /^\s*Open\s+http/.test(line.unparsed), 30_000);
+  await demo.waitForLog((line) => typeof line.unparsed === 'string' && /^\s*Open\s+http/.test(line.unparsed), 120_000);
   return demo;
 }
 
@@ -28,7 +30,7 @@ t.test('a busy port exits 1 with the variable to set, instead of hanging', async
     const env = await demoEnv();
     const busy = createTcpServer();
     await new Promise<void>((resolve) => busy.listen(Number(env[variable]), '127.0.0.1', resolve));
-    const result = await runCli(['demo'], env, undefined, 30_000);
+    const result = await runCli(['demo'], env, undefined, 120_000);
     busy.close();
     t.equal(result.code, 1, `${variable} taken: exit 1 (not killed by the timeout)`);
     t.match(result.stderr, new RegExp(`port ${env[variable]} is already in use: set ${variable} to a free port`), 'names the variable');
@@ -60,10 +62,10 @@ t.test('--upstream URL: the demo authorization server and gateway in front of yo
 });
 
 t.test('--upstream must be an http(s) URL, and belongs to demo only', async (t) => {
-  const bad = await runCli(['demo', '--upstream', 'ftp://x'], await demoEnv());
+  const bad = await runCli(['demo', '--upstream', 'ftp://x'], await demoEnv(), undefined, 60_000);
   t.equal(bad.code, 2);
   t.match(bad.stderr, '--upstream: must be an http(s) URL such as http://127.0.0.1:3000, got "ftp://x"');
-  const misplaced = await runCli(['check', '--upstream', 'http://x']);
+  const misplaced = await runCli(['check', '--upstream', 'http://x'], {}, undefined, 60_000);
   t.equal(misplaced.code, 2);
   t.match(misplaced.stderr, '--upstream is an option of gatehouse demo only');
 });

@@ -13,6 +13,8 @@ import { keepEvidenceOnFailure, openBrowser, submitLoginForm, upstreamCall } fro
  * tokens' lifetime so the refresh comes within seconds.
  */
 const TOKEN_TTL = 6;
+// A demo process, Chromium and a real refresh: minutes on a busy CI machine.
+t.setTimeout(600_000);
 
 t.test('gatehouse demo: sign in, watch a refresh happen on the page, sign out to the signed-out page', async (t) => {
   ensureBuilt();
@@ -24,7 +26,7 @@ t.test('gatehouse demo: sign in, watch a refresh happen on the page, sign out to
     GATEHOUSE_DEMO_TOKEN_TTL: String(TOKEN_TTL),
   });
   t.teardown(() => demo.stop());
-  const banner = await demo.waitForLog((line) => typeof line.unparsed === 'string' && /^\s*Open\s+http/.test(line.unparsed), 30_000);
+  const banner = await demo.waitForLog((line) => typeof line.unparsed === 'string' && /^\s*Open\s+http/.test(line.unparsed), 120_000);
   const url = /Open\s+(\S+)/.exec(String(banner.unparsed))![1]!;
   t.equal(url, `http://127.0.0.1:${port}/`, 'the printed URL uses GATEHOUSE_DEMO_PORT');
   t.match(demo.stdout(), /Sign in as\s+any user name \(for example alice\), any password/, 'and says how to sign in');
