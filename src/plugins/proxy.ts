@@ -185,11 +185,19 @@ export const proxyPlugin = fp(
         // @fastify/reply-from turns certificate checks off unless told: an https upstream must prove who it is.
         tls: { rejectUnauthorized: true },
       },
-      replyOptions: { rewriteRequestHeaders, rewriteHeaders, onError, onResponse },
+      // reply-from retries a GET answered 503 up to 10 times (its `maxRetriesOn503` treats 0 as
+      // unset), sleeping Retry-After as milliseconds: a handler that never asks for a retry
+      // passes every answer on once (README "What the browser sees"; test/proxy/no-retry-on-503.test.ts).
+      replyOptions: { rewriteRequestHeaders, rewriteHeaders, onError, onResponse, retryDelay: neverRetry },
     } as unknown as Parameters<typeof httpProxy>[1]);
   },
   { name: 'gatehouse-proxy', fastify: '5.x', dependencies: ['gatehouse-context', 'gatehouse-errors'] },
 );
+
+/** @fastify/reply-from's retry hook: null means "do not retry", for 503s and network errors alike. */
+function neverRetry(): null {
+  return null;
+}
 
 function hasBody(request: FastifyRequest): boolean {
   const length = request.headers['content-length'];
