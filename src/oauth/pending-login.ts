@@ -16,6 +16,13 @@ export const PENDING_LOGIN_TTL_MS = 10 * 60 * 1000;
 /** Sign-ins one browser may have in flight at once (several tabs); older ones are dropped. */
 const MAX_PENDING = 4;
 const SEAL_CONTEXT = 'pending-login';
+/**
+ * Browsers keep a cookie only when its name, value and attributes fit in
+ * 4,096 bytes (RFC 6265 §6.1); a larger one is dropped silently, and with it
+ * every pending login of the browser. The budget for the value leaves room
+ * for the attributes (about 60 bytes) and a cookie name up to 128 bytes.
+ */
+export const LOGIN_COOKIE_BUDGET = 4096 - 60 - 128;
 
 /**
  * The pending logins of one browser live in its login cookie, sealed with
@@ -43,10 +50,24 @@ export class PendingLogins {
     }
   }
 
-  /** The cookie value for `entries` (newest kept), or undefined when none remain. */
-  write(entries: PendingLogin[]): string | undefined {
+  /**
+   * The cookie value for `entries` (newest kept), or undefined when none
+   * remain. Older entries are dropped until the value fits `budget` bytes, so
+   * a page that sends the browser to `/login` with long `returnTo` values
+   * cannot push the cookie past what browsers keep and break the user's own
+   * sign-in (test/unit/pending-login.test.ts); a newest entry too large on
+   * its own returns to `fallbackReturnTo` instead.
+   */
+  write(entries: PendingLogin[], fallbackReturnTo = '/', budget = LOGIN_COOKIE_BUDGET): string | undefined {
     if (entries.length === 0) return undefined;
-    return this.#sealer.seal(JSON.stringify(entries.slice(-MAX_PENDING)), SEAL_CONTEXT);
+    let kept = entries.slice(-MAX_PENDING);
+    for (;;) {
+      const value = this.#sealer.seal(JSON.stringify(kept), SEAL_CONTEXT);
+      if (value.length <= budget) return value;
+      if (kept.length > 1) kept = kept.slice(1);
+      else if (kept[0]!.returnTo !== fallbackReturnTo) kept = [{ ...kept[0]!, returnTo: fallbackReturnTo }];
+      else return value;
+    }
   }
 }
 

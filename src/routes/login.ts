@@ -35,7 +35,7 @@ export async function loginRoute(fastify: FastifyInstance): Promise<void> {
     const authorizationUrl = oidc.buildAuthorizationUrl(configuration, parameters);
 
     const earlier = pendingLogins.read(request.cookies[cookies.loginName]);
-    cookies.setLogin(reply, pendingLogins.write([...earlier, pending]));
+    cookies.setLogin(reply, pendingLogins.write([...earlier, pending], defaultReturnTo));
     return reply.header('cache-control', 'no-store').redirect(authorizationUrl.href, 302);
   });
 }

@@ -57,3 +57,15 @@ t.test('findByState matches the exact state only', async (t) => {
   t.equal(findByState(entries, ''), undefined);
   t.equal(findByState([], 'abc'), undefined);
 });
+
+t.test('the cookie value stays within its budget: the oldest entries go first', async (t) => {
+  const long = (state: string, index: number): PendingLogin => ({ ...entry(state, T0 + index), returnTo: `/${'r'.repeat(1200)}` });
+  const cookie = logins.write(['a', 'b', 'c', 'd'].map(long))!;
+  t.ok(cookie.length <= 4096 - 188, `${cookie.length} bytes`);
+  const kept = logins.read(cookie, T0 + 10).map((e) => e.state);
+  t.ok(kept.length >= 1 && kept.length < 4, `some entries dropped (kept ${kept.length})`);
+  t.equal(kept.at(-1), 'd', 'the newest is kept');
+  t.same(kept, ['a', 'b', 'c', 'd'].slice(4 - kept.length), 'the oldest were dropped');
+  const alone = logins.read(logins.write([{ ...entry('x'), returnTo: `/${'r'.repeat(8000)}` }], '/home')!, T0 + 10);
+  t.same(alone.map((e) => [e.state, e.returnTo]), [['x', '/home']], 'an entry too large alone keeps its state and returns to the fallback');
+});
