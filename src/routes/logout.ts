@@ -17,6 +17,7 @@ import { endSessions } from '../session/ending.js';
 export async function logoutRoute(fastify: FastifyInstance): Promise<void> {
   const { config, provider, store, cookies, basePath } = fastify.gatehouse;
   const isCrossSite = createCrossSiteCheck(config);
+  const publicOrigin = new URL(config.server.publicUrl).origin;
   const postLogoutRedirectUri = config.provider.postLogoutRedirectUri ?? `${config.server.publicUrl.replace(/\/$/, '')}/`;
 
   // A sign-out button is usually an HTML form: it posts
@@ -35,7 +36,9 @@ export async function logoutRoute(fastify: FastifyInstance): Promise<void> {
       const everywhere = (request.query as Record<string, string | string[] | undefined>).everywhere;
       if (Array.isArray(everywhere)) throw gatehouseError('GH_ERR_REQUEST_INVALID', { detail: 'everywhere was given more than once' });
       const resolved = await resolveSession(request);
-      const idToken = resolved ? await endSession(request, resolved, everywhere === '1' || everywhere === 'true') : undefined;
+      const wantsEverywhere = everywhere === '1' || everywhere === 'true';
+      if (wantsEverywhere && !mayEndEverywhere(request)) request.log.info('logout everywhere from a request not shown to be same-origin: this browser only');
+      const idToken = resolved ? await endSession(request, resolved, wantsEverywhere && mayEndEverywhere(request)) : undefined;
       cookies.clearSession(reply);
       reply.header('cache-control', 'no-store');
       const endSessionEndpoint = provider.ready ? provider.configuration.serverMetadata().end_session_endpoint : undefined;
@@ -45,6 +48,29 @@ export async function logoutRoute(fastify: FastifyInstance): Promise<void> {
       return reply.redirect(oidc.buildEndSessionUrl(provider.configuration, parameters).href, 302);
     },
   });
+
+  /**
+   * Whether `everywhere` may end the user's sessions on every device. A link
+   * or image on any site can make the browser GET /logout?everywhere=1 with
+   * its cookie (SameSite=Lax sends it on top-level navigations), so a GET
+   * must show it comes from the site itself: `Sec-Fetch-Site: same-origin`,
+   * or `none` (typed in or bookmarked), or, from a browser that sends no
+   * fetch metadata, a Referer of publicUrl's origin. A POST got here through
+   * the CSRF check above. Anything else signs out only this browser
+   * (test/logout/logout-everywhere-cross-site.test.ts).
+   */
+  function mayEndEverywhere(request: FastifyRequest): boolean {
+    if (request.method === 'POST') return true;
+    const site = request.headers['sec-fetch-site'];
+    if (site !== undefined) return site === 'same-origin' || site === 'none';
+    const referer = request.headers.referer;
+    if (referer === undefined) return false;
+    try {
+      return new URL(referer).origin === publicOrigin;
+    } catch {
+      return false;
+    }
+  }
 
   /**
    * Removes the session (or, `everywhere`, all of the user's) from the user's

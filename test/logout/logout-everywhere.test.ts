@@ -15,7 +15,18 @@ t.test('logout everywhere', async (t) => {
   const watch = watchTokenEndpoint(h.as);
 
   const variants: Array<[string, (cookie: string) => Promise<Response>]> = [
-    ['GET /logout?everywhere=1', (cookie) => fetch(`${h.url}/logout?everywhere=1`, { headers: { cookie }, redirect: 'manual' })],
+    [
+      'GET /logout?everywhere=1, a navigation from a page of the site',
+      (cookie) => fetch(`${h.url}/logout?everywhere=1`, { headers: { cookie, 'sec-fetch-site': 'same-origin', 'sec-fetch-mode': 'navigate' }, redirect: 'manual' }),
+    ],
+    [
+      'GET /logout?everywhere=1 typed in (Sec-Fetch-Site: none)',
+      (cookie) => fetch(`${h.url}/logout?everywhere=1`, { headers: { cookie, 'sec-fetch-site': 'none', 'sec-fetch-mode': 'navigate' }, redirect: 'manual' }),
+    ],
+    [
+      'GET /logout?everywhere=1 from an older browser with a same-origin Referer',
+      (cookie) => fetch(`${h.url}/logout?everywhere=1`, { headers: { cookie, referer: `${h.url}/account` }, redirect: 'manual' }),
+    ],
     [
       'POST /logout?everywhere=1 from a page of the site',
       (cookie) => fetch(`${h.url}/logout?everywhere=1`, { method: 'POST', headers: { cookie, origin: h.url }, redirect: 'manual' }),
@@ -23,7 +34,7 @@ t.test('logout everywhere', async (t) => {
   ];
   for (const [name, logout] of variants) {
     t.test(name, async (t) => {
-      const user = name.startsWith('GET') ? 'alice' : 'amir';
+      const user = `user-${variants.findIndex(([variant]) => variant === name)}`;
       const laptop = await signIn(h.url, { user });
       const phone = await signIn(h.url, { user });
       const shared = watch.issued.at(-1)!;
