@@ -1,3 +1,4 @@
+import { hash } from 'node:crypto';
 import * as oidc from 'openid-client';
 import type { Provider } from './provider.js';
 import { ProviderAnswerError } from '../errors.js';
@@ -5,8 +6,33 @@ import { traceAsCall } from '../tracing/tracing.js';
 
 /** Who signed in, and the claims /session shows. */
 export interface Identity {
+  /** The key of the user's token record: {@link openIdUserKey} or {@link plainUserKey}; never shown. */
   userId: string;
+  /** The `userIdClaim` value as text: what logs (as a pseudonym) and pages show. */
+  user: string;
   claims: Record<string, unknown>;
+}
+
+/**
+ * The token-record key of an OpenID Connect user: `iss` and `sub` together
+ * are the only identifier OpenID Connect Core §5.7 promises to be stable and
+ * never reassigned; `email`, `preferred_username` and the like may change or
+ * be shared by two accounts, which would then share one record (one's login
+ * replacing the other's tokens, one's logout everywhere ending the other's
+ * sessions). Hashed, so the store holds no identifier in clear
+ * (test/callback/identity-key.test.ts).
+ */
+export function openIdUserKey(issuer: string, subject: string): string {
+  return `oidc.${hash('sha256', JSON.stringify([issuer, subject]), 'base64url')}`;
+}
+
+/**
+ * The token-record key of a plain OAuth 2.0 user: the userinfo's
+ * `userIdClaim` value with its JSON type, so the number 1 and the string "1"
+ * are two users (test/provider/plain-oauth.test.ts).
+ */
+export function plainUserKey(value: string | number): string {
+  return `oauth.${hash('sha256', JSON.stringify(value), 'base64url')}`;
 }
 
 /** ID token claims that describe the token itself, not the user. */
@@ -14,10 +40,11 @@ const TOKEN_CLAIMS = ['nonce', 'at_hash', 'c_hash', 's_hash', 'azp'];
 const MAX_USER_ID_LENGTH = 512;
 
 /**
- * Identifies the user after the code exchange: from `userIdClaim` of the
- * validated ID token, else from userinfo (README "Configuration"). Without an issuer (plain
- * OAuth 2.0) only userinfo counts: any JSON object, the id being its
- * `userIdClaim` value, string or number.
+ * Identifies the user after the code exchange. With an OpenID provider the
+ * record key is the validated ID token's `iss` and `sub`; `userIdClaim` (from
+ * the ID token, else userinfo) only names what is shown. Without an issuer
+ * (plain OAuth 2.0) only userinfo counts: any JSON object, keyed by its
+ * `userIdClaim` value, string or number, type included (README "Storage").
  * @returns undefined when the AS names no usable user id
  */
 export async function identify(
@@ -35,11 +62,16 @@ export async function identify(
     const subject = claims.sub;
     claims = { ...claims, ...(await traceAsCall('userinfo', () => fetchUserinfo(provider, response.access_token, subject))) };
   }
-  const userId = claims[userIdClaim];
-  if ((typeof userId !== 'string' && typeof userId !== 'number') || String(userId).length === 0 || String(userId).length > MAX_USER_ID_LENGTH) {
-    return undefined;
-  }
-  return { userId: String(userId), claims };
+  const shown = claims[userIdClaim];
+  if (!isUsableId(shown)) return undefined;
+  if (!provider.isOpenIdProvider) return { userId: plainUserKey(shown), user: String(shown), claims };
+  const subject = claims.sub;
+  if (!isUsableId(subject) || typeof subject !== 'string') return undefined;
+  return { userId: openIdUserKey(configuration.serverMetadata().issuer, subject), user: String(shown), claims };
+}
+
+function isUsableId(value: unknown): value is string | number {
+  return (typeof value === 'string' || (typeof value === 'number' && Number.isFinite(value))) && String(value).length > 0 && String(value).length <= MAX_USER_ID_LENGTH;
 }
 
 async function fetchUserinfo(provider: Provider, accessToken: string, subject: unknown): Promise<Record<string, unknown>> {

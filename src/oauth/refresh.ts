@@ -86,7 +86,7 @@ export class TokenRefresher {
       }
       if (current.refreshToken === undefined) {
         annotate(span, { 'gatehouse.refresh.outcome': 'no_refresh_token' });
-        log.info({ userId }, 'access token expired without a refresh token');
+        log.info({ userId: current.user ?? userId }, 'access token expired without a refresh token');
         await endAllSessions(store, current);
         throw gatehouseError('GH_ERR_SESSION_REQUIRED');
       }
@@ -106,11 +106,11 @@ export class TokenRefresher {
       const rejected = classifyProviderFailure(err) === 'rejected';
       annotate(span, { 'gatehouse.refresh.outcome': rejected ? 'rejected' : 'failed' });
       if (rejected) {
-        log.info({ userId: current.userId, failure: describeFailure(err, tokenEndpoint(provider)) }, 'refresh rejected');
+        log.info({ userId: current.user ?? current.userId, failure: describeFailure(err, tokenEndpoint(provider)) }, 'refresh rejected');
         await endAllSessions(store, current);
         throw gatehouseError('GH_ERR_SESSION_REQUIRED', { cause: err });
       }
-      log.warn({ userId: current.userId, failure: describeFailure(err, tokenEndpoint(provider)) }, 'refresh failed');
+      log.warn({ userId: current.user ?? current.userId, failure: describeFailure(err, tokenEndpoint(provider)) }, 'refresh failed');
       throw gatehouseError('GH_ERR_PROVIDER_UNAVAILABLE', { cause: err });
     }
     let issued;
@@ -119,7 +119,7 @@ export class TokenRefresher {
     } catch (err) {
       metrics.refreshes.inc({ result: 'failed' });
       annotate(span, { 'gatehouse.refresh.outcome': 'failed' });
-      log.warn({ userId: current.userId, failure: describeFailure(err, tokenEndpoint(provider)) }, 'refresh response unusable');
+      log.warn({ userId: current.user ?? current.userId, failure: describeFailure(err, tokenEndpoint(provider)) }, 'refresh response unusable');
       throw gatehouseError('GH_ERR_PROVIDER_UNAVAILABLE', { cause: err });
     }
     const claims = provider.isOpenIdProvider && issued.idToken ? { ...(response.claims() ?? {}) } : current.claims;
@@ -135,7 +135,7 @@ export class TokenRefresher {
     await store.saveTokens(refreshed);
     metrics.refreshes.inc({ result: 'ok' });
     annotate(span, { 'gatehouse.refresh.outcome': 'ok' });
-    log.info({ userId: current.userId, rotated: issued.refreshToken !== undefined }, 'token refreshed');
+    log.info({ userId: current.user ?? current.userId, rotated: issued.refreshToken !== undefined }, 'token refreshed');
     return refreshed;
   }
 }

@@ -18,8 +18,10 @@ declare module 'fastify' {
     upstreamStart: bigint;
     /** Seconds the upstream took to answer with its head; -1 until it has. */
     upstreamSeconds: number;
-    /** The signed-in user's id, for the access log. */
+    /** The signed-in user as shown (the `userIdClaim` value), for the access log. */
     userId: string | undefined;
+    /** The key of the signed-in user's token record (src/oauth/identify.ts). */
+    userKey: string;
     /** Whether an upstream 401 may be retried once with a new access token (see `onResponse`). */
     upstreamRetryable: boolean;
     /** The upstream path and query, kept for that retry. */
@@ -65,6 +67,7 @@ export const proxyPlugin = fp(
     fastify.decorateRequest('upstreamStart', 0n);
     fastify.decorateRequest('upstreamSeconds', -1);
     fastify.decorateRequest('userId', undefined);
+    fastify.decorateRequest('userKey', '');
     fastify.decorateRequest('upstreamRetryable', false);
     fastify.decorateRequest('upstreamPath', '');
     fastify.decorateRequest('upstreamRetried', false);
@@ -81,12 +84,13 @@ export const proxyPlugin = fp(
       if (isCrossSite(request)) throw gatehouseError('GH_ERR_CSRF_REJECTED');
       const resolved = await resolveSession(request);
       if (!resolved) throw gatehouseError('GH_ERR_SESSION_REQUIRED');
-      request.userId = resolved.session.userId;
+      request.userKey = resolved.session.userId;
+      request.userId = resolved.tokens.user ?? resolved.session.userId;
       const tokens = await refresher.fresh(resolved.tokens, request.log);
       request.upstreamToken = tokens.accessToken;
       // A token issued during this very request is not worth replacing if the upstream refuses it.
       request.upstreamRetryable =
-        tokens === resolved.tokens && RETRYABLE_METHODS.has(request.method) && !hasBody(request) && refusedAfterRetry.peek(request.userId) !== tokens.accessToken;
+        tokens === resolved.tokens && RETRYABLE_METHODS.has(request.method) && !hasBody(request) && refusedAfterRetry.peek(request.userKey) !== tokens.accessToken;
       request.upstreamStart = process.hrtime.bigint();
     }
 
@@ -106,8 +110,8 @@ export const proxyPlugin = fp(
     function onResponse(request: FastifyRequest, reply: FastifyReply, res: UpstreamResponse): void {
       if (res.statusCode !== 401 || !request.upstreamRetryable) {
         if (request.upstreamRetried) {
-          if (res.statusCode === 401) refusedAfterRetry.set(request.userId!, request.upstreamToken);
-          else refusedAfterRetry.delete(request.userId!);
+          if (res.statusCode === 401) refusedAfterRetry.set(request.userKey, request.upstreamToken);
+          else refusedAfterRetry.delete(request.userKey);
         }
         reply.send(res.stream);
         return;
@@ -122,7 +126,7 @@ export const proxyPlugin = fp(
     async function retryWithNewToken(request: FastifyRequest, reply: FastifyReply): Promise<void> {
       request.log.info({ userId: request.userId }, 'upstream refused the access token: replacing it');
       try {
-        const tokens = await refresher.replace(request.userId!, request.upstreamToken, request.log);
+        const tokens = await refresher.replace(request.userKey, request.upstreamToken, request.log);
         request.upstreamToken = tokens.accessToken;
       } catch (err) {
         reply.send(err);

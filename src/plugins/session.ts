@@ -60,5 +60,5 @@ async function endIdleSession(request: FastifyRequest, hash: string, userId: str
   await store.deleteSession(hash);
   const result = await endSessions(store, userId, (candidate) => candidate === hash);
   if (result?.lastOut && result.record.refreshToken !== undefined) await revokeRefreshToken(provider, result.record.refreshToken, request.log);
-  request.log.info({ userId }, 'idle session ended');
+  request.log.info({ userId: result?.record.user ?? userId }, 'idle session ended');
 }

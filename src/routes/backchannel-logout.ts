@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { gatehouseError } from '../errors.js';
 import { CLOCK_SKEW_MS, LOGOUT_TOKEN_MAX_AGE_MS, LogoutTokenVerifier, type LogoutClaims } from '../oauth/logout-token.js';
 import { endSessions, logoutLinkName } from '../session/ending.js';
+import { openIdUserKey } from '../oauth/identify.js';
 
 /** A form with one logout token is far smaller; anything larger is refused unread (413). */
 const BODY_LIMIT = 64 * 1024;
@@ -21,7 +22,6 @@ const JTI_TTL_MS = LOGOUT_TOKEN_MAX_AGE_MS + 2 * CLOCK_SKEW_MS;
 export async function backchannelLogoutRoute(fastify: FastifyInstance): Promise<void> {
   const { config, provider, store } = fastify.gatehouse;
   const verifier = new LogoutTokenVerifier(provider, config.provider.clientId, config.provider.timeout * 1000);
-  const subIsUserId = config.provider.userIdClaim === 'sub';
 
   // §2.5: the token arrives as application/x-www-form-urlencoded; nothing else is read.
   fastify.removeAllContentTypeParsers();
@@ -59,7 +59,8 @@ export async function backchannelLogoutRoute(fastify: FastifyInstance): Promise<
 
   /** §2.7: with a `sid`, the sessions made from that AS session; with only a `sub`, every session of the user. */
   async function endNamedSessions(request: FastifyRequest, claims: LogoutClaims): Promise<void> {
-    const bySub = claims.sub === undefined ? null : ((await store.getLink(logoutLinkName('sub', claims.sub))) ?? (subIsUserId ? claims.sub : null));
+    // The token's iss was checked to be the issuer; with its sub it is the user's record key (src/oauth/identify.ts).
+    const bySub = claims.sub === undefined ? null : openIdUserKey(claims.iss, claims.sub);
     const userId = claims.sid === undefined ? bySub : ((await store.getLink(logoutLinkName('sid', claims.sid))) ?? bySub);
     if (userId === null) {
       request.log.info('back-channel logout names no known session');
@@ -67,6 +68,6 @@ export async function backchannelLogoutRoute(fastify: FastifyInstance): Promise<
     }
     const sid = claims.sid;
     const result = await endSessions(store, userId, sid === undefined ? () => true : async (hash) => (await store.getSession(hash))?.sid === sid);
-    request.log.info({ userId, sessions: result?.ended ?? 0, bySid: sid !== undefined }, 'back-channel logout');
+    request.log.info({ userId: result?.record.user ?? userId, sessions: result?.ended ?? 0, bySid: sid !== undefined }, 'back-channel logout');
   }
 }

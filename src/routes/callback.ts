@@ -69,13 +69,13 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
       const evicted = Object.keys(sessions).slice(0, Math.max(0, Object.keys(sessions).length - MAX_SESSIONS_PER_USER + 1));
       for (const old of evicted) delete sessions[old];
       // A new login replaces the user's token record; the user's other sessions share the new tokens (README "Storage").
-      await store.saveTokens({ userId: identity.userId, ...issued, claims: identity.claims, sessions: { ...sessions, [hash]: expiresAt } }, now);
+      await store.saveTokens({ userId: identity.userId, user: identity.user, ...issued, claims: identity.claims, sessions: { ...sessions, [hash]: expiresAt } }, now);
       await store.saveSession(hash, { userId: identity.userId, expiresAt, seenAt: now, ...(logoutIds.sid === undefined ? {} : { sid: logoutIds.sid }) }, now);
       await Promise.all(evicted.map((old) => store.deleteSession(old)));
     });
     await saveLogoutLinks(identity.userId, logoutIds, ttlMs);
     metrics.logins.inc({ result: 'ok' });
-    request.log.info({ userId: identity.userId }, 'session created');
+    request.log.info({ userId: identity.user }, 'session created');
 
     cookies.setSession(reply, sessionId);
     return finish(reply, pending.returnTo);
@@ -93,10 +93,9 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
     };
   }
 
-  /** Links `sid` (and `sub`, unless it is the user id itself) to the user for as long as the session lives. */
+  /** Links `sid` to the user for as long as the session lives; a `sub` needs no link, it is half of the user's key. */
   async function saveLogoutLinks(userId: string, ids: { sid?: string; sub?: string }, ttl: number): Promise<void> {
     if (ids.sid !== undefined) await store.saveLink(logoutLinkName('sid', ids.sid), userId, ttl);
-    if (ids.sub !== undefined && ids.sub !== userId) await store.saveLink(logoutLinkName('sub', ids.sub), userId, ttl);
   }
 
   async function claimState(state: string): Promise<boolean> {

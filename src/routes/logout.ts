@@ -83,7 +83,7 @@ export async function logoutRoute(fastify: FastifyInstance): Promise<void> {
     const result = await endSessions(store, userId, (hash) => everywhere || hash === resolved.hash);
     if (!result) return undefined;
     if (result.lastOut && result.record.refreshToken !== undefined) await revokeRefreshToken(provider, result.record.refreshToken, request.log);
-    request.log.info({ userId, sessions: result.ended }, everywhere ? 'every session of the user ended' : 'session ended');
+    request.log.info({ userId: result.record.user ?? userId, sessions: result.ended }, everywhere ? 'every session of the user ended' : 'session ended');
     return result.record.idToken;
   }
 }

@@ -17,7 +17,10 @@ export interface SessionRecord {
 
 /** Everything the gateway holds for one user; shared by all of the user's sessions. */
 export interface TokenRecord {
+  /** The record's key (iss + sub with an OpenID provider, see src/oauth/identify.ts). */
   userId: string;
+  /** The `userIdClaim` value shown for the user (logs, pages); absent in records from before it was kept. */
+  user?: string;
   accessToken: string;
   refreshToken?: string;
   /** When the access token expires, ms since the epoch. */

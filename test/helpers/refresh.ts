@@ -4,6 +4,7 @@ import { CLIENT_ID, type Harness } from './harness.js';
 import { introspect } from './authorization-server-watch.js';
 import { waitFor } from './wait-for.js';
 import type { TokenRecord } from '../../src/session/store.js';
+import { openIdUserKey } from '../../src/oauth/identify.js';
 
 /** An AS TTL: `seconds` for tokens from a sign-in, ten minutes for refreshed ones (so only the first expires during a test). */
 export function shortLoginTokens(seconds: number) {
@@ -21,9 +22,14 @@ export function watchRefreshGrants(as: AuthorizationServer): Array<Record<string
   return seen;
 }
 
-/** The token record as the gateway stored it (read past the cache). */
-export async function storedTokens(h: Harness, userId: string): Promise<TokenRecord | null> {
-  return h.gateway.context.store.getTokens(userId, true);
+/** The key of the token record of the AS's user `sub` (iss + sub, src/oauth/identify.ts). */
+export function userKey(h: Pick<Harness, 'gateway'>, sub: string): string {
+  return openIdUserKey(h.gateway.context.provider.configuration.serverMetadata().issuer, sub);
+}
+
+/** The token record of the AS's user `sub` as the gateway stored it (read past the cache). */
+export async function storedTokens(h: Pick<Harness, 'gateway'>, sub: string): Promise<TokenRecord | null> {
+  return h.gateway.context.store.getTokens(userKey(h, sub), true);
 }
 
 /** Waits until the AS itself calls the access token expired. */

@@ -3,6 +3,7 @@ import type { KoaContextWithOIDC } from 'oidc-provider';
 import { redisMissing } from '../helpers/redis.js';
 import { signIn } from '../helpers/sign-in.js';
 import { get, startReplicas } from './replicas.js';
+import { storedTokens } from '../helpers/refresh.js';
 
 /**
  * README "Run several replicas (Redis)": concurrent requests of one user cause one refresh across all
@@ -18,7 +19,7 @@ t.test('30 concurrent requests with an expired token, spread over three replicas
   const alice = await signIn(urls[0]!, { user: 'alice' });
   // Every replica caches the record with the soon-stale token.
   for (const url of urls) t.equal((await get(url, '/api/me', alice.cookie)).status, 200);
-  const before = await h.gateway.context.store.getTokens('alice', true);
+  const before = await storedTokens(h, 'alice');
   await new Promise((resolve) => setTimeout(resolve, Math.max(0, before!.expiresAt - Date.now() + 50)));
   const received = h.upstream.received.length;
 
@@ -27,7 +28,7 @@ t.test('30 concurrent requests with an expired token, spread over three replicas
   t.equal(h.as.grants.refreshToken, 1, 'exactly one refresh grant at the AS');
   t.equal(h.as.grants.refreshTokenErrors, 0, 'and no refused one');
 
-  const after = await h.gateway.context.store.getTokens('alice', true);
+  const after = await storedTokens(h, 'alice');
   t.not(after!.accessToken, before!.accessToken, 'the record holds the refreshed token');
   const sent = h.upstream.received.slice(received);
   t.equal(sent.length, 30);

@@ -3,6 +3,7 @@ import { hashSessionId } from '../../src/session/session-id.js';
 import { redisMissing } from '../helpers/redis.js';
 import { signIn } from '../helpers/sign-in.js';
 import { activeSessions, get, signInAcross, startReplicas, within } from './replicas.js';
+import { storedTokens } from '../helpers/refresh.js';
 
 /**
  * README "Run several replicas (Redis)": replicas sharing `redis://` share sessions and token records, and
@@ -76,7 +77,7 @@ t.test('a token record replaced on one replica is used by the other within 200 m
 
   // A new login of the same user replaces the shared token record (README "Run several replicas (Redis)"), here on A.
   await signIn(a, { user: 'carol' });
-  const fresh = await h.gateway.context.store.getTokens('carol', true);
+  const fresh = await storedTokens(h, 'carol');
   t.not(`Bearer ${fresh!.accessToken}`, before, 'the new login issued another access token');
   const took = await within('B uses the new access token', COHERENCE_MS, async () => {
     const response = await get(b, '/api/me', laptop.cookie);

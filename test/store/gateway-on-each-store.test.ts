@@ -2,6 +2,7 @@ import t from 'tap';
 import { startHarness } from '../helpers/harness.js';
 import { signIn } from '../helpers/sign-in.js';
 import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
+import { storedTokens } from '../helpers/refresh.js';
 
 /**
  * README "Storage" through the gateway, on each single-replica backend: a new login
@@ -21,7 +22,7 @@ for (const store of ['memory://', undefined]) {
     const second = await signIn(h.url, { user: 'alice' });
     const secondTokens = watch.issued.at(-1)!;
     t.not(second.cookie, first.cookie, 'a new session id at every login');
-    const record = await h.gateway.context.store.getTokens('alice', true);
+    const record = await storedTokens(h, 'alice');
     t.equal(record?.accessToken, secondTokens.accessToken, 'the new login replaced the token record');
     t.equal(record?.refreshToken, secondTokens.refreshToken);
     t.equal(Object.keys(record?.sessions ?? {}).length, 2, 'which both sessions share');
