@@ -74,7 +74,7 @@ export class Provider {
       return traceAsCall('discovery', () =>
         oidc.discovery(issuer, settings.clientId, undefined, clientAuth, {
           timeout: settings.timeout,
-          execute: insecure ? [oidc.allowInsecureRequests] : [],
+          execute: insecure ? [oidc.allowInsecureRequests, verifyIdTokenSignatures] : [verifyIdTokenSignatures],
         }),
       );
     }
@@ -97,6 +97,19 @@ export class Provider {
     if (insecure) oidc.allowInsecureRequests(configuration);
     return configuration;
   }
+}
+
+/**
+ * openid-client 6 checks an ID token's claims (iss, aud, exp, nonce, azp) but
+ * not its JWS signature unless told: it relies on TLS to the token endpoint.
+ * The gateway verifies the signature against the AS's JWKS as well (OpenID
+ * Connect Core §3.1.3.7 step 6), since the token's `sub` keys the user's
+ * record and its `sid` and `sub` drive back-channel logout
+ * (test/callback/id-token-signature.test.ts). An AS that publishes no
+ * jwks_uri cannot be verified this way: SECURITY.md says what is checked then.
+ */
+function verifyIdTokenSignatures(configuration: oidc.Configuration): void {
+  if (configuration.serverMetadata().jwks_uri !== undefined) oidc.enableNonRepudiationChecks(configuration);
 }
 
 /**
