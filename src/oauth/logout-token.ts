@@ -1,5 +1,6 @@
 import { constants, createPublicKey, verify, type KeyObject } from 'node:crypto';
 import type { Provider } from './provider.js';
+import { isLoopbackHost } from '../config/loopback.js';
 import { gatehouseError, ProviderAnswerError, type GatehouseError } from '../errors.js';
 
 /** The event a logout token must carry (OpenID Connect Back-Channel Logout 1.0 §2.4). */
@@ -13,6 +14,25 @@ const JWKS_MAX_AGE_MS = 10 * 60 * 1000;
 /** An unknown `kid` refetches the JWKS (key rotation), but not more often than this. */
 const JWKS_REFETCH_COOLDOWN_MS = 30 * 1000;
 const MAX_TOKEN_LENGTH = 16 * 1024;
+/** After a failed JWKS fetch the next one waits this long, doubling per failure up to JWKS_BACKOFF_MAX_MS. */
+const JWKS_BACKOFF_MIN_MS = 1000;
+const JWKS_BACKOFF_MAX_MS = 60 * 1000;
+
+/**
+ * Whether keys may be fetched from `jwksUri`: https, or http on a loopback
+ * host (development), as for the provider's own URLs (README
+ * "Configuration"). A key set fetched over plain http from another host
+ * could be swapped on the way, and with it every logout token accepted.
+ */
+export function isJwksUriAllowed(jwksUri: string): boolean {
+  let url: URL;
+  try {
+    url = new URL(jwksUri);
+  } catch {
+    return false;
+  }
+  return url.protocol === 'https:' || (url.protocol === 'http:' && isLoopbackHost(url.hostname));
+}
 
 /** The claims of a logout token that passed every check. */
 export interface LogoutClaims {
@@ -75,14 +95,21 @@ export class LogoutTokenVerifier {
   readonly #provider: Provider;
   readonly #clientId: string;
   readonly #timeoutMs: number;
+  readonly #clock: () => number;
   #keys: PublicJwk[] = [];
-  #fetchedAt = 0;
+  /** When the keys were last fetched (or a fetch last attempted): the age and refetch cooldown count from it. */
+  #fetchedAt = -Infinity;
   #fetching: Promise<void> | undefined;
+  /** No fetch before this time after failures (a JWKS outage must not turn every logout token into a fetch). */
+  #retryAt = -Infinity;
+  #failures = 0;
 
-  constructor(provider: Provider, clientId: string, timeoutMs: number) {
+  /** @param clock when JWKS fetches happen, for tests of the cache and the backoff (claims use `verify`'s `now`). */
+  constructor(provider: Provider, clientId: string, timeoutMs: number, clock: () => number = Date.now) {
     this.#provider = provider;
     this.#clientId = clientId;
     this.#timeoutMs = timeoutMs;
+    this.#clock = clock;
   }
 
   /**
@@ -107,7 +134,7 @@ export class LogoutTokenVerifier {
     const kid = typeof header.kid === 'string' ? header.kid : undefined;
     const signingInput = Buffer.from(`${encodedHeader}.${encodedPayload}`);
     const signature = Buffer.from(encodedSignature, 'base64url');
-    if (!(await this.#verifySignature(metadata.jwks_uri, alg, kid, signingInput, signature, now))) throw invalid('its signature does not verify');
+    if (!(await this.#verifySignature(metadata.jwks_uri, alg, kid, signingInput, signature))) throw invalid('its signature does not verify');
 
     checkClaims(claims, metadata.issuer, this.#clientId, now);
     return {
@@ -118,11 +145,18 @@ export class LogoutTokenVerifier {
     };
   }
 
-  async #verifySignature(jwksUri: string, alg: string, kid: string | undefined, input: Buffer, signature: Buffer, now: number): Promise<boolean> {
-    if (now - this.#fetchedAt > JWKS_MAX_AGE_MS) await this.#refresh(jwksUri);
+  /**
+   * Keys older than JWKS_MAX_AGE_MS, or none matching the token's `kid`
+   * (rotation), are fetched again; while the AS's JWKS cannot be fetched the
+   * keys already held keep serving, and fetches back off (1 s doubling to
+   * 60 s) instead of following every token (test/lifecycle/backchannel-jwks.test.ts).
+   */
+  async #verifySignature(jwksUri: string, alg: string, kid: string | undefined, input: Buffer, signature: Buffer): Promise<boolean> {
+    const now = this.#clock();
+    if (now - this.#fetchedAt > JWKS_MAX_AGE_MS) await this.#refresh(jwksUri, this.#keys.length > 0);
     let candidates = this.#candidates(alg, kid);
-    if (candidates.length === 0 && now - this.#fetchedAt > JWKS_REFETCH_COOLDOWN_MS) {
-      await this.#refresh(jwksUri);
+    if (candidates.length === 0 && this.#clock() - this.#fetchedAt > JWKS_REFETCH_COOLDOWN_MS) {
+      await this.#refresh(jwksUri, true);
       candidates = this.#candidates(alg, kid);
     }
     return candidates.some((jwk) => verifyWith(alg, jwk.key, input, signature));
@@ -140,15 +174,42 @@ export class LogoutTokenVerifier {
     );
   }
 
-  /** One JWKS fetch at a time; concurrent callers share it. */
-  async #refresh(jwksUri: string): Promise<void> {
-    this.#fetching ??= this.#fetch(jwksUri).finally(() => {
-      this.#fetching = undefined;
-    });
-    return this.#fetching;
+  /**
+   * One JWKS fetch at a time; concurrent callers share it. A failure (or a
+   * fetch skipped while backing off) throws GH_ERR_PROVIDER_UNAVAILABLE,
+   * unless `keepOnFailure`: then the keys held stay in use.
+   */
+  async #refresh(jwksUri: string, keepOnFailure: boolean): Promise<void> {
+    if (this.#clock() < this.#retryAt) {
+      if (keepOnFailure) return;
+      throw gatehouseError('GH_ERR_PROVIDER_UNAVAILABLE', { cause: new Error('jwks_uri failed recently: backing off') });
+    }
+    this.#fetching ??= this.#fetch(jwksUri)
+      .then(
+        () => {
+          this.#failures = 0;
+          this.#retryAt = -Infinity;
+        },
+        (err: unknown) => {
+          this.#failures += 1;
+          this.#retryAt = this.#clock() + Math.min(JWKS_BACKOFF_MIN_MS * 2 ** (this.#failures - 1), JWKS_BACKOFF_MAX_MS);
+          throw err;
+        },
+      )
+      .finally(() => {
+        this.#fetching = undefined;
+      });
+    try {
+      await this.#fetching;
+    } catch (err) {
+      if (!keepOnFailure) throw err;
+    }
   }
 
   async #fetch(jwksUri: string): Promise<void> {
+    if (!isJwksUriAllowed(jwksUri)) {
+      throw gatehouseError('GH_ERR_PROVIDER_UNAVAILABLE', { cause: new Error('jwks_uri must be https (http only on a loopback host)') });
+    }
     let body: unknown;
     try {
       const response = await fetch(jwksUri, {
@@ -164,7 +225,7 @@ export class LogoutTokenVerifier {
     const keys = (body as { keys?: unknown } | null)?.keys;
     if (!Array.isArray(keys)) throw gatehouseError('GH_ERR_PROVIDER_UNAVAILABLE', { cause: new TypeError('jwks_uri answered no keys array') });
     this.#keys = keys.flatMap(importPublicJwk);
-    this.#fetchedAt = Date.now();
+    this.#fetchedAt = this.#clock();
   }
 }
 
