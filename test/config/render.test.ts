@@ -58,3 +58,23 @@ t.test('the printed config, secrets put back, loads to the same config', async (
   printed.session!.encryptionKeys = [KEY];
   t.strictSame(loadConfig(printed, {}), config);
 });
+
+t.test('credentials inside the upstream and store URLs are redacted, wherever a URL holds them', async (t) => {
+  const config = loadConfig(
+    withKeys({
+      upstream: 'https://svc-user:upstream-pa55@api.internal:8443/v1?api_key=k3y-value&x=1',
+      session: { store: 'rediss://:only-password-1@cache.example.com:6380/0' },
+    }),
+    {},
+  );
+  const text = renderConfig(config);
+  for (const value of ['upstream-pa55', 'k3y-value', 'only-password-1']) t.notOk(text.includes(value), `${value} is not printed`);
+  const printed = parseYaml(text) as Record<string, unknown> & { session: { store: string } };
+  t.equal(printed.upstream, 'https://svc-user:[redacted]@api.internal:8443/v1?api_key=[redacted]&x=1', 'user kept, password and key hidden');
+  t.equal(printed.session.store, 'rediss://:[redacted]@cache.example.com:6380/0');
+
+  const tokenOnly = parseYaml(renderConfig(loadConfig(withKeys({ upstream: 'https://ghp_t0kenValue@api.internal/' }), {}))) as { upstream: string };
+  t.equal(tokenOnly.upstream, 'https://[redacted]@api.internal/', 'a user-info without a password may be a token: hidden whole');
+  const plain = parseYaml(renderConfig(loadConfig(withKeys({ upstream: 'http://127.0.0.1:3000' }), {}))) as { upstream: string };
+  t.equal(plain.upstream, 'http://127.0.0.1:3000', 'a URL without credentials is printed as it is');
+});

@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import Keyv from 'keyv';
 import KeyvSqlite from '@keyv/sqlite';
@@ -13,7 +13,12 @@ export function sqlitePath(url: string, cwd: string): string {
 
 /** A backend in one SQLite file (`sqlite://PATH`), for a single replica. */
 export async function openSqlite(path: string): Promise<Backend> {
-  mkdirSync(dirname(path), { recursive: true });
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  // The file holds sealed tokens and session hashes: readable by gatehouse only
+  // (SECURITY.md "What it assumes"). Created here with 0600 before SQLite opens
+  // it, whatever the umask; SQLite gives its -wal and -shm files the same mode
+  // (test/store/sqlite-store.test.ts). An existing file keeps the mode its operator chose.
+  closeSync(openSync(path, 'a', 0o600));
   const adapter = new KeyvSqlite({ uri: `sqlite://${path}`, table: 'gatehouse', busyTimeout: 5000 });
   // WAL lets readers proceed during a write; NORMAL sync is durable across process crashes.
   await adapter.query('PRAGMA journal_mode=WAL');
