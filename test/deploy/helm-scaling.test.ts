@@ -24,7 +24,7 @@ const selects = (selector: Record<string, string>, labels: Record<string, string
 t.test('Redis, 3 replicas and an HPA: no PVC, the HPA owns the replica count, and check accepts the redis:// config', async (t) => {
   const r = await helm.template(['redis-3-replicas-hpa.yaml']);
   t.equal(r.code, 0, r.stderr);
-  t.strictSame(r.kinds(), ['ConfigMap', 'Deployment', 'HorizontalPodAutoscaler', 'Secret', 'Service', 'ServiceAccount']);
+  t.strictSame(r.kinds(), ['ConfigMap', 'Deployment', 'HorizontalPodAutoscaler', 'NetworkPolicy', 'Secret', 'Service', 'ServiceAccount']);
   const deployment = r.one('Deployment');
   t.notOk('replicas' in deployment.spec, 'no replicas field for the HPA to fight with');
   t.notOk(deployment.spec.strategy, 'a rolling update: the replicas share no volume');

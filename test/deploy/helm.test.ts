@@ -34,7 +34,7 @@ t.test('helm 4 lints the chart with its defaults and, strictly, with every value
 t.test('minimal values: one hardened replica, probes on the admin port, SQLite on a PVC, and a config gatehouse check accepts', async (t) => {
   const r = await helm.template(['minimal.yaml']);
   t.equal(r.code, 0, r.stderr);
-  t.strictSame(r.kinds(), ['ConfigMap', 'Deployment', 'PersistentVolumeClaim', 'Secret', 'Service', 'ServiceAccount']);
+  t.strictSame(r.kinds(), ['ConfigMap', 'Deployment', 'NetworkPolicy', 'PersistentVolumeClaim', 'Secret', 'Service', 'ServiceAccount']);
   const deployment = r.one('Deployment');
   const pod = deployment.spec.template.spec;
   const container = gatewayContainer(r);

@@ -191,3 +191,32 @@ reference to the environment the Deployment fills from the Secret.
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+The TCP port of a URL: its explicit port, else the scheme's default (https
+443, http 80, redis and rediss 6379). Parsed by hand: a URL holding
+${VARIABLE} references is not one Go's url.Parse accepts.
+*/}}
+{{- define "gatehouse.urlPort" -}}
+{{- $url := . -}}
+{{- $scheme := regexFind "^[a-zA-Z][a-zA-Z0-9+.-]*" $url | lower -}}
+{{- $rest := regexReplaceAll "^[a-zA-Z][a-zA-Z0-9+.-]*://" $url "" -}}
+{{- $rest = regexReplaceAll "^[^/?#]*@" $rest "" -}}
+{{- $hostport := regexReplaceAll "[/?#].*$" $rest "" -}}
+{{- $port := regexFind ":[0-9]+$" $hostport | trimPrefix ":" -}}
+{{- if $port -}}{{ $port }}
+{{- else if eq $scheme "https" -}}443
+{{- else if eq $scheme "http" -}}80
+{{- else if hasPrefix "redis" $scheme -}}6379
+{{- end -}}
+{{- end -}}
+
+{{/* Ports of the authorization server's URLs the gateway itself calls, one per line. */}}
+{{- define "gatehouse.providerPorts" -}}
+{{- $provider := .Values.config.provider | default dict -}}
+{{- range $key := list "issuer" "tokenEndpoint" "userinfoEndpoint" "revocationEndpoint" -}}
+{{- with get $provider $key }}
+{{ include "gatehouse.urlPort" . }}
+{{- end -}}
+{{- end -}}
+{{- end -}}
