@@ -12,6 +12,7 @@ import { openBackend } from './session/backends/open.js';
 import { Sealer } from './session/seal.js';
 import { SessionStore } from './session/store.js';
 import { GatewayCookies } from './http/cookies.js';
+import { cutStalledClients } from './http/stalled-clients.js';
 import { gatewayContextPlugin, type GatewayContext } from './plugins/gateway-context.js';
 import { createPageRenderer } from './http/page-template.js';
 import { errorsPlugin } from './plugins/errors.js';
@@ -93,7 +94,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
     logController: new LogController({ disableRequestLogging: true }),
     trustProxy: config.server.trustProxy,
     genReqId: requestId,
-    serverFactory: (handler) => createPublicServer(handler as RequestListener, config.server.maxHeaderSize),
+    serverFactory: (handler) => createPublicServer(handler as RequestListener, config.server.maxHeaderSize, config.server.idleTimeout * 1000),
   });
   // First, so that every later hook and route runs inside the request's server span.
   if (options.tracing) await app.register(options.tracing.plugin);
@@ -136,10 +137,12 @@ function requestId(request: IncomingMessage): string {
 
 /**
  * The public listener: request heads over `maxHeaderSize` get 431 from Node's
- * parser, and CONNECT (tunnelling, never proxied) is refused (SECURITY.md).
+ * parser, CONNECT (tunnelling, never proxied) is refused (SECURITY.md), and
+ * clients stalled for `server.idleTimeout` are cut (README "Limits under abuse").
  */
-function createPublicServer(handler: RequestListener, maxHeaderSize: number): Server {
+function createPublicServer(handler: RequestListener, maxHeaderSize: number, idleTimeoutMs: number): Server {
   const server = createServer({ maxHeaderSize }, handler);
+  cutStalledClients(server, idleTimeoutMs);
   server.on('connect', (_request, socket) => {
     socket.end('HTTP/1.1 405 Method Not Allowed\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
   });

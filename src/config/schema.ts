@@ -40,6 +40,13 @@ export const ConfigSchema = Type.Object(
       publicUrl: text('https://app.example.com'),
       trustProxy: Type.Boolean({ default: false, errorMessage: 'must be true or false' }),
       shutdownGrace: duration('10s'),
+      /**
+       * A client that reads nothing of a response waiting for it, or sends
+       * nothing of a declared request body, for this long is disconnected and
+       * its upstream connection released (0 = never). A response only slow to
+       * come from the upstream (long polling, a quiet SSE stream) is not a stall.
+       */
+      idleTimeout: duration('60s'),
       /** Largest request head (request line and headers) in bytes; larger heads get 431. */
       maxHeaderSize: Type.Integer({ minimum: 1024, default: 16384, errorMessage: 'must be a number of bytes, at least 1024' }),
     }),
@@ -127,6 +134,13 @@ export const ConfigSchema = Type.Object(
       productName: text('gatehouse'),
       /** An image file (PNG, SVG, JPEG, GIF, WebP; at most 64 KiB) inlined into every page. */
       logo: Type.Optional(text()),
+    }),
+    limits: section({
+      /**
+       * Proxied requests of one user in flight at once (0 = no limit); more get
+       * 429 with Retry-After. Event streams stop counting once their head is sent.
+       */
+      perUserConcurrency: Type.Integer({ minimum: 0, default: 64, errorMessage: 'must be a whole number of requests (0 = no limit)' }),
     }),
     rateLimit: section({
       /** Requests one client address may make to the login path, and as many to the callback path, per `window`; 0 turns the limit off. */

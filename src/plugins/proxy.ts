@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin';
 import httpProxy from '@fastify/http-proxy';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { LRUCache } from 'lru-cache';
 import { gatehouseError } from '../errors.js';
@@ -28,8 +28,14 @@ declare module 'fastify' {
     upstreamPath: string;
     /** Whether this request is that retry. */
     upstreamRetried: boolean;
+    /** Whether this request counts toward its user's `limits.perUserConcurrency`. */
+    holdsUserSlot: boolean;
   }
 }
+
+/** The request whose per-user slot a response gives back when it closes (no closure per request on the hot path). */
+const SLOT_OWNER = Symbol('gatehouse.slotOwner');
+type SlotHolder = ServerResponse & { [SLOT_OWNER]?: FastifyRequest };
 
 /** Methods whose request, without a body, can be sent twice: safe and bodiless (RFC 9110 §9.2.1). */
 const RETRYABLE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
@@ -71,6 +77,10 @@ export const proxyPlugin = fp(
     fastify.decorateRequest('upstreamRetryable', false);
     fastify.decorateRequest('upstreamPath', '');
     fastify.decorateRequest('upstreamRetried', false);
+    fastify.decorateRequest('holdsUserSlot', false);
+    const perUserLimit = config.limits.perUserConcurrency;
+    /** userKey -> proxied requests of that user in flight on this replica. */
+    const inFlight = new Map<string, number>();
     /**
      * userId -> the access token that the upstream refused even right after
      * a replacement: a path that answers 401 whatever the token must not
@@ -80,18 +90,53 @@ export const proxyPlugin = fp(
     /** @fastify/http-proxy's reply options (the same object for every request), kept for the retry. */
     let fromOptions: unknown;
 
-    async function authenticate(request: FastifyRequest): Promise<void> {
+    async function authenticate(request: FastifyRequest, reply: FastifyReply): Promise<void> {
       if (isCrossSite(request)) throw gatehouseError('GH_ERR_CSRF_REJECTED');
       const resolved = await resolveSession(request);
       if (!resolved) throw gatehouseError('GH_ERR_SESSION_REQUIRED');
       request.userKey = resolved.session.userId;
       request.userId = resolved.tokens.user ?? resolved.session.userId;
+      if (perUserLimit > 0) takeUserSlot(request, reply);
       const tokens = await refresher.fresh(resolved.tokens, request.log);
       request.upstreamToken = tokens.accessToken;
       // A token issued during this very request is not worth replacing if the upstream refuses it.
       request.upstreamRetryable =
         tokens === resolved.tokens && RETRYABLE_METHODS.has(request.method) && !hasBody(request) && refusedAfterRetry.peek(request.userKey) !== tokens.accessToken;
       request.upstreamStart = process.hrtime.bigint();
+    }
+
+    /**
+     * One user may have at most `limits.perUserConcurrency` proxied requests in
+     * flight (a refresh they wait for included), so one user's slow or stalled
+     * requests cannot take every pooled upstream connection (README "Limits
+     * under abuse"; test/proxy/per-user-concurrency.test.ts). The slot is given
+     * back when the response closes, finished or not, or once an event
+     * stream's head is sent (`rewriteHeaders`).
+     */
+    function takeUserSlot(request: FastifyRequest, reply: FastifyReply): void {
+      const count = inFlight.get(request.userKey) ?? 0;
+      if (count >= perUserLimit) {
+        reply.header('retry-after', '1');
+        throw gatehouseError('GH_ERR_USER_CONCURRENCY');
+      }
+      inFlight.set(request.userKey, count + 1);
+      request.holdsUserSlot = true;
+      (reply.raw as SlotHolder)[SLOT_OWNER] = request;
+      reply.raw.once('close', onResponseClosed);
+    }
+
+    function onResponseClosed(this: SlotHolder): void {
+      const request = this[SLOT_OWNER];
+      this[SLOT_OWNER] = undefined;
+      if (request) releaseUserSlot(request);
+    }
+
+    function releaseUserSlot(request: FastifyRequest): void {
+      if (!request.holdsUserSlot) return;
+      request.holdsUserSlot = false;
+      const count = (inFlight.get(request.userKey) ?? 1) - 1;
+      if (count > 0) inFlight.set(request.userKey, count);
+      else inFlight.delete(request.userKey);
     }
 
     function proxyTo(request: FastifyRequest, reply: FastifyReply, dest: string, options: unknown): FastifyReply {
@@ -155,6 +200,8 @@ export const proxyPlugin = fp(
       request.upstreamSeconds = Number(process.hrtime.bigint() - request.upstreamStart) / 1e9;
       metrics.upstreamDuration.observe(request.upstreamSeconds);
       const headers = endToEndHeaders(incoming);
+      // A server-sent events stream may stay open for hours: it holds no slot once its head is sent.
+      if (request.holdsUserSlot && isEventStream(headers['content-type'])) releaseUserSlot(request);
       const setCookie = headers['set-cookie'];
       if (setCookie !== undefined) headers['set-cookie'] = cookies.filterSetCookie(setCookie);
       return headers;
@@ -197,6 +244,10 @@ export const proxyPlugin = fp(
   },
   { name: 'gatehouse-proxy', fastify: '5.x', dependencies: ['gatehouse-context', 'gatehouse-errors'] },
 );
+
+function isEventStream(contentType: OutgoingHttpHeaders[string]): boolean {
+  return typeof contentType === 'string' && contentType.trimStart().toLowerCase().startsWith('text/event-stream');
+}
 
 /** @fastify/reply-from's retry hook: null means "do not retry", for 503s and network errors alike. */
 function neverRetry(): null {

@@ -12,6 +12,7 @@ t.test('every key not given takes the default of README "Configuration"', async 
       publicUrl: 'https://app.example.com',
       trustProxy: false,
       shutdownGrace: 10,
+      idleTimeout: 60,
       maxHeaderSize: 16384,
     },
     admin: { host: '127.0.0.1', port: 9091 },
@@ -42,6 +43,7 @@ t.test('every key not given takes the default of README "Configuration"', async 
     paths: { login: '/login', callback: '/callback', logout: '/logout', session: '/session', backchannelLogout: '/backchannel-logout', signedOut: '/signed-out' },
     csrf: { allowedOrigins: [] },
     pages: { productName: 'gatehouse' },
+    limits: { perUserConcurrency: 64 },
     rateLimit: { max: 60, window: 60 },
   });
   for (const key of ['authorizationEndpoint', 'tokenEndpoint', 'userinfoEndpoint', 'revocationEndpoint', 'endSessionEndpoint'] as const) {
@@ -67,4 +69,13 @@ t.test('the loaded configuration is frozen, down to its lists', async (t) => {
 t.test('a section whose keys are all commented out (YAML null) means all of its defaults', async (t) => {
   const config = loadConfig({ server: null, provider: { issuer: 'https://idp.example.com', clientSecret: 's' }, session: { encryptionKeys: [KEY] } }, {});
   t.equal(config.server.port, 8080);
+});
+
+t.test('server.idleTimeout and limits.perUserConcurrency are validated', async (t) => {
+  const problems = problemsOf({ server: { idleTimeout: 'soon' }, limits: { perUserConcurrency: -1 } });
+  t.ok(problems.some((line) => line.startsWith('server.idleTimeout: must be a duration')), problems.join('\n'));
+  t.ok(problems.some((line) => line.startsWith('limits.perUserConcurrency: must be a whole number')), problems.join('\n'));
+  const given = loadConfig({ provider: { issuer: 'https://idp.example.com', clientSecret: 's' }, server: { idleTimeout: '2m' }, limits: { perUserConcurrency: 0 } }, { GATEHOUSE_SESSION_KEY: KEY });
+  t.equal(given.server.idleTimeout, 120);
+  t.equal(given.limits.perUserConcurrency, 0, '0 turns the limit off');
 });
