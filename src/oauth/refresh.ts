@@ -28,9 +28,25 @@ export interface RefresherOptions {
  * repeated: with refresh-token rotation a second use of the old refresh
  * token could revoke the whole grant (RFC 9700 §4.14.2).
  */
+/** Delays between attempts to write a refreshed record the store did not take (then the next refresh tries again). */
+const REWRITE_DELAYS_MS = [250, 500, 1000, 2000, 4000, 8000, 15_000, 30_000];
+
+/** A refreshed record not yet in the store, and the refresh token it replaces. */
+interface Unsaved {
+  record: TokenRecord;
+  replaced: string | undefined;
+}
+
 export class TokenRefresher {
   readonly #options: RefresherOptions;
   readonly #inFlight = new Map<string, Promise<TokenRecord>>();
+  /**
+   * userId -> tokens the AS issued that the store has not taken yet (a write
+   * timed out). With rotation the old refresh token is dead once the AS
+   * answered: dropping the new one would log the user out at the next
+   * refresh, or revoke the grant (RFC 9700 §4.14.2).
+   */
+  readonly #unsaved = new Map<string, Unsaved>();
 
   constructor(options: RefresherOptions) {
     this.#options = options;
@@ -76,7 +92,7 @@ export class TokenRefresher {
   async #refreshUnderLock(userId: string, log: FastifyBaseLogger, rejected: string | undefined, span: Span | undefined): Promise<TokenRecord> {
     const { store, metrics } = this.#options;
     return store.withLock(userLock(userId), async () => {
-      const current = await store.getTokens(userId, true);
+      const current = await this.#current(userId);
       if (!current) throw gatehouseError('GH_ERR_SESSION_REQUIRED');
       const stale = rejected === undefined ? needsRefresh(current, this.#options.refreshSkewMs, this.#options.clock.now()) : current.accessToken === rejected;
       if (!stale) {
@@ -120,6 +136,11 @@ export class TokenRefresher {
       metrics.refreshes.inc({ result: 'failed' });
       annotate(span, { 'gatehouse.refresh.outcome': 'failed' });
       log.warn({ userId: current.user ?? current.userId, failure: describeFailure(err, tokenEndpoint(provider)) }, 'refresh response unusable');
+      // The AS answered, so with rotation the old refresh token is spent: keep the new one (the
+      // access token stays stale and the next request refreshes again) (test/refresh/issued-tokens-kept.test.ts).
+      if (typeof response.refresh_token === 'string' && response.refresh_token !== current.refreshToken) {
+        await this.#persist({ ...current, refreshToken: response.refresh_token }, current.refreshToken, log);
+      }
       throw gatehouseError('GH_ERR_PROVIDER_UNAVAILABLE', { cause: err });
     }
     const claims = provider.isOpenIdProvider && issued.idToken ? { ...(response.claims() ?? {}) } : current.claims;
@@ -132,11 +153,61 @@ export class TokenRefresher {
       lifetime: issued.lifetime,
       claims,
     };
-    await store.saveTokens(refreshed);
+    await this.#persist(refreshed, current.refreshToken, log);
     metrics.refreshes.inc({ result: 'ok' });
     annotate(span, { 'gatehouse.refresh.outcome': 'ok' });
     log.info({ userId: current.user ?? current.userId, rotated: issued.refreshToken !== undefined }, 'token refreshed');
     return refreshed;
+  }
+
+  /**
+   * The user's record, with the lock held: the stored one, or tokens issued
+   * earlier that the store did not take, written now. These are dropped
+   * when the stored record moved on without them: deleted (logout), or
+   * holding a refresh token other than the one they replaced (a new login).
+   */
+  async #current(userId: string): Promise<TokenRecord | null> {
+    const { store } = this.#options;
+    const stored = await store.getTokens(userId, true);
+    const unsaved = this.#unsaved.get(userId);
+    if (!unsaved) return stored;
+    if (!stored || stored.refreshToken !== unsaved.replaced) {
+      this.#unsaved.delete(userId);
+      return stored;
+    }
+    await store.saveTokens(unsaved.record);
+    if (this.#unsaved.get(userId) === unsaved) this.#unsaved.delete(userId);
+    return unsaved.record;
+  }
+
+  /**
+   * Writes a record the AS has just issued tokens for. When the store does
+   * not take it (a write timing out), the tokens are kept in this process
+   * and the write is retried in the background, with the lock, until it
+   * lands or the record moves on; the request goes on with the new tokens.
+   */
+  async #persist(record: TokenRecord, replaced: string | undefined, log: FastifyBaseLogger): Promise<void> {
+    try {
+      await this.#options.store.saveTokens(record);
+      this.#unsaved.delete(record.userId);
+    } catch (err) {
+      log.warn({ userId: record.user ?? record.userId, failure: describeFailure(err) }, 'refreshed tokens not stored yet: retrying');
+      const unsaved = { record, replaced };
+      this.#unsaved.set(record.userId, unsaved);
+      this.#rewriteLater(record.userId, unsaved, 0, log);
+    }
+  }
+
+  #rewriteLater(userId: string, unsaved: Unsaved, attempt: number, log: FastifyBaseLogger): void {
+    const delay = REWRITE_DELAYS_MS[attempt];
+    if (delay === undefined) return;
+    setTimeout(() => {
+      if (this.#unsaved.get(userId) !== unsaved) return;
+      this.#options.store.withLock(userLock(userId), () => this.#current(userId)).then(
+        () => log.info({ userId: unsaved.record.user ?? userId }, 'refreshed tokens stored'),
+        () => this.#rewriteLater(userId, unsaved, attempt + 1, log),
+      );
+    }, delay).unref();
   }
 }
 
