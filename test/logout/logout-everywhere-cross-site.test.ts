@@ -1,7 +1,7 @@
 import t from 'tap';
 import { startHarness } from '../helpers/harness.js';
 import { signIn } from '../helpers/sign-in.js';
-import { introspect, watchTokenEndpoint } from '../callback/authorization-server-watch.js';
+import { introspect, watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 
 /**
  * SPEC §4: a cross-site `GET /logout?everywhere=1` (a link or an image on

@@ -5,8 +5,8 @@ import { startHarness, type Harness } from '../helpers/harness.js';
 import { signIn } from '../helpers/sign-in.js';
 import { redisMissing, startRedis } from '../helpers/redis.js';
 import { waitFor } from '../helpers/wait-for.js';
-import { watchTokenEndpoint } from '../callback/authorization-server-watch.js';
-import { shortLoginTokens, storedTokens, waitUntilExpired } from './refresh-helpers.js';
+import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
+import { shortLoginTokens, storedTokens, waitUntilExpired } from '../helpers/refresh.js';
 
 /**
  * A loopback proxy between the gateway and the real AS that, for refresh
