@@ -2,7 +2,13 @@ import Keyv from 'keyv';
 import type { Backend } from './backend.js';
 import { NAMESPACE } from '../keys.js';
 
-/** A backend in this process's memory: sessions end with the process (`memory://`). */
+/**
+ * A backend in this process's memory: sessions end with the process
+ * (`memory://`). Keyv drops an expired entry only when it is read again, so
+ * `sweep` (run by the store every 10 minutes) deletes the rest: state
+ * markers, logout-token `jti`s and sessions never used again would otherwise
+ * pile up for the process's life (test/store/memory-store.test.ts).
+ */
 export function openMemory(): Backend {
   const map = new Map<string, unknown>();
   const keyv = new Keyv({ store: map, namespace: NAMESPACE, throwOnErrors: true });
@@ -18,6 +24,13 @@ export function openMemory(): Backend {
         if (!expires || expires > now) live += 1;
       }
       return live;
+    },
+    sweep: async () => {
+      const now = Date.now();
+      for (const [key, raw] of map) {
+        const expires = (JSON.parse(raw as string) as { expires?: number | null }).expires;
+        if (expires && expires <= now) map.delete(key);
+      }
     },
   };
 }
