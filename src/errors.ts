@@ -49,11 +49,12 @@ const REGISTRY = {
   GH_ERR_CALLBACK_IDENTITY: { status: 502, slug: 'sign_in_failed', message: 'Sign-in did not complete: the authorization server did not identify the user.', title: SIGN_IN_FAILED, page: 'sign-in-failed' },
   GH_ERR_SESSION_REQUIRED: { status: 401, slug: 'unauthorized', message: 'You are not signed in, or your session has ended.', title: 'Sign in required', page: 'sign-in-required', bare: true },
   GH_ERR_RATE_LIMITED: { status: 429, slug: 'too_many_requests', message: 'Too many sign-in requests from this address. Please wait a minute and try again.', title: REFUSED },
-  GH_ERR_USER_CONCURRENCY: { status: 429, slug: 'too_many_requests', message: 'Too many requests of this user are in progress. Please retry in a moment.', title: TRY_AGAIN },
+  GH_ERR_USER_CONCURRENCY: { status: 429, slug: 'too_many_requests', message: 'Too many requests of this user are in progress. Please retry in a moment.', title: UNAVAILABLE, page: 'unavailable' },
   GH_ERR_LOGOUT_TOKEN_INVALID: { status: 400, slug: 'invalid_request', message: 'The logout token is invalid: %s.', title: REFUSED },
   GH_ERR_CSRF_REJECTED: { status: 403, slug: 'forbidden', message: 'Cross-site requests that change data are not allowed.', title: 'Forbidden', page: 'forbidden' },
   GH_ERR_PROVIDER_UNAVAILABLE: { status: 503, slug: 'provider_unavailable', message: 'The authorization server cannot be reached right now. Please try again shortly.', title: UNAVAILABLE, page: 'unavailable' },
   GH_ERR_STORE_UNAVAILABLE: { status: 503, slug: 'store_unavailable', message: 'The session store cannot be reached right now. Please try again shortly.', title: UNAVAILABLE, page: 'unavailable', bare: true },
+  GH_ERR_STORE_BUSY: { status: 503, slug: 'store_busy', message: 'Another request of this user is still in progress. Please try again shortly.', title: UNAVAILABLE, page: 'unavailable' },
   GH_ERR_UPSTREAM_UNAVAILABLE: {
     status: 502,
     slug: 'bad_gateway',

@@ -46,10 +46,15 @@ export async function resolveSession(request: FastifyRequest, now = request.serv
       await store.saveSession(hash, session, now);
     }
   }
-  const tokens = await store.getTokens(session.userId);
+  let tokens = await store.getTokens(session.userId);
   if (!tokens || tokens.sessions[hash] === undefined) {
-    await store.deleteSession(hash);
-    return null;
+    // The cached record may predate this session (a login on another replica):
+    // only the stored record may end it (test/store/read-write-race.test.ts).
+    tokens = await store.getTokens(session.userId, true);
+    if (!tokens || tokens.sessions[hash] === undefined) {
+      await store.deleteSession(hash);
+      return null;
+    }
   }
   return { hash, session, tokens };
 }

@@ -1,8 +1,8 @@
 import { LRUCache } from 'lru-cache';
-import type { Backend } from './backends/backend.js';
+import { LockBusyError, lockFence, type Backend, type LockRelease } from './backends/backend.js';
 import { KEY_PREFIX } from './keys.js';
 import { Sealer } from './seal.js';
-import { gatehouseError } from '../errors.js';
+import { gatehouseError, type GatehouseError } from '../errors.js';
 
 /** A browser session: the hash of its id points at a user. */
 export interface SessionRecord {
@@ -62,19 +62,38 @@ export class SessionStore {
   readonly #timers: NodeJS.Timeout[] = [];
   #available = true;
   #lastAnswer = Date.now();
-  /** Bumped by every invalidation from another replica: a read that overlapped one is not cached. */
+  /** Bumped when `#versions` forgets a key or another replica invalidates everything: a read that overlapped it is not cached. */
   #generation = 0;
+  /**
+   * Store key -> a counter bumped when a write or delete of that key starts
+   * and when it ends, and by another replica's invalidation of it. A read
+   * fills the cache only if the counter (and `#generation`) did not move
+   * while it ran: a read in flight during a logout must not cache the
+   * deleted session again (with SQLite a delete is a SELECT then a DELETE),
+   * nor a stale token record (test/store/read-write-race.test.ts).
+   */
+  readonly #versions: LRUCache<string, number>;
 
   constructor(backend: Backend, sealer: Sealer, cacheSize: number) {
     this.#backend = backend;
     this.#sealer = sealer;
     this.#cache = new LRUCache({ max: cacheSize });
+    this.#versions = new LRUCache({
+      max: Math.max(cacheSize, 1000),
+      dispose: (_version, _key, reason) => {
+        if (reason === 'evict') this.#generation += 1;
+      },
+    });
     this.#timers.push(setInterval(() => void this.ping(), PING_INTERVAL_MS).unref());
     if (backend.sweep) this.#timers.push(setInterval(() => void this.#call(backend.sweep!).catch(() => {}), SWEEP_INTERVAL_MS).unref());
     backend.invalidation?.listen((key) => {
-      this.#generation += 1;
-      if (key === undefined) this.#cache.clear();
-      else this.#cache.delete(key);
+      if (key === undefined) {
+        this.#generation += 1;
+        this.#cache.clear();
+      } else {
+        this.#touch(key);
+        this.#cache.delete(key);
+      }
     });
   }
 
@@ -96,21 +115,23 @@ export class SessionStore {
     this.#assertAvailable();
     const cached = this.#cached(`${KEY_PREFIX.session}${hash}`);
     if (cached?.kind === 'session') return cached.record.expiresAt > now ? cached.record : null;
+    const key = `${KEY_PREFIX.session}${hash}`;
     const generation = this.#generation;
-    const record = (await this.#call(() => this.#backend.keyv.get(`${KEY_PREFIX.session}${hash}`))) as SessionRecord | undefined;
+    const version = this.#versions.get(key);
+    const record = (await this.#call(() => this.#backend.keyv.get(key))) as SessionRecord | undefined;
     if (!record || record.expiresAt <= now) return null;
-    if (generation === this.#generation) this.#cache.set(`${KEY_PREFIX.session}${hash}`, { kind: 'session', record });
+    if (generation === this.#generation && version === this.#versions.get(key)) this.#cache.set(key, { kind: 'session', record });
     return record;
   }
 
   async saveSession(hash: string, record: SessionRecord, now = Date.now()): Promise<void> {
-    await this.#call(() => this.#backend.keyv.set(`${KEY_PREFIX.session}${hash}`, record, record.expiresAt - now));
-    this.#cache.set(`${KEY_PREFIX.session}${hash}`, { kind: 'session', record });
+    await this.#write(`${KEY_PREFIX.session}${hash}`, { kind: 'session', record }, () =>
+      this.#backend.keyv.set(`${KEY_PREFIX.session}${hash}`, record, record.expiresAt - now),
+    );
   }
 
   async deleteSession(hash: string): Promise<void> {
-    this.#cache.delete(`${KEY_PREFIX.session}${hash}`);
-    await this.#call(() => this.#backend.keyv.delete(`${KEY_PREFIX.session}${hash}`));
+    await this.#write(`${KEY_PREFIX.session}${hash}`, undefined, () => this.#backend.keyv.delete(`${KEY_PREFIX.session}${hash}`));
   }
 
   /** The user's token record; `fromBackend` skips the cache (to re-read under a lock). */
@@ -120,12 +141,14 @@ export class SessionStore {
       const cached = this.#cached(`${KEY_PREFIX.tokens}${userId}`);
       if (cached?.kind === 'tokens') return cached.record;
     }
+    const key = `${KEY_PREFIX.tokens}${userId}`;
     const generation = this.#generation;
-    const sealed = (await this.#call(() => this.#backend.keyv.get(`${KEY_PREFIX.tokens}${userId}`))) as string | undefined;
+    const version = this.#versions.get(key);
+    const sealed = (await this.#call(() => this.#backend.keyv.get(key))) as string | undefined;
     const plaintext = sealed === undefined ? undefined : this.#sealer.unseal(sealed, `tokens:${userId}`);
     if (plaintext === undefined) return null;
     const record = JSON.parse(plaintext) as TokenRecord;
-    if (generation === this.#generation) this.#cache.set(`${KEY_PREFIX.tokens}${userId}`, { kind: 'tokens', record });
+    if (generation === this.#generation && version === this.#versions.get(key)) this.#cache.set(key, { kind: 'tokens', record });
     return record;
   }
 
@@ -133,13 +156,35 @@ export class SessionStore {
   async saveTokens(record: TokenRecord, now = Date.now()): Promise<void> {
     const lastExpiry = Math.max(now + 1, ...Object.values(record.sessions));
     const sealed = this.#sealer.seal(JSON.stringify(record), `tokens:${record.userId}`);
-    await this.#call(() => this.#backend.keyv.set(`${KEY_PREFIX.tokens}${record.userId}`, sealed, lastExpiry - now));
-    this.#cache.set(`${KEY_PREFIX.tokens}${record.userId}`, { kind: 'tokens', record });
+    const key = `${KEY_PREFIX.tokens}${record.userId}`;
+    await this.#write(key, { kind: 'tokens', record }, () => this.#backend.keyv.set(key, sealed, lastExpiry - now));
   }
 
   async deleteTokens(userId: string): Promise<void> {
-    this.#cache.delete(`${KEY_PREFIX.tokens}${userId}`);
-    await this.#call(() => this.#backend.keyv.delete(`${KEY_PREFIX.tokens}${userId}`));
+    const key = `${KEY_PREFIX.tokens}${userId}`;
+    await this.#write(key, undefined, () => this.#backend.keyv.delete(key));
+  }
+
+  /**
+   * A write (`entry`) or delete (undefined) of `key`: its version moves when it
+   * starts and when it ends, so no read overlapping it fills the cache, and
+   * the cache holds the outcome afterwards (nothing, for a delete or a
+   * failed write).
+   */
+  async #write(key: string, entry: Cached | undefined, operation: () => Promise<unknown>): Promise<void> {
+    this.#cache.delete(key);
+    this.#touch(key);
+    try {
+      await this.#call(operation);
+    } finally {
+      this.#touch(key);
+      this.#cache.delete(key);
+    }
+    if (entry !== undefined) this.#cache.set(key, entry);
+  }
+
+  #touch(key: string): void {
+    this.#versions.set(key, (this.#versions.get(key) ?? 0) + 1);
   }
 
   /**
@@ -164,8 +209,10 @@ export class SessionStore {
    */
   async withLock<T>(name: string, task: () => Promise<T>): Promise<T> {
     const shared = this.#backend.lock;
-    // Waiting for another replica's lock is not a hung store: the backend bounds that wait itself.
-    const guarded = shared ? () => this.#call(() => shared(name), Infinity).then((release) => task().finally(() => release().catch(() => {}))) : task;
+    // Token-record writes inside `task` are fenced by the shared lock's token (src/session/backends/redis.ts).
+    const guarded = shared
+      ? () => this.#takeSharedLock(shared, name).then((release) => lockFence.run(release.fence, task).finally(() => release().catch(() => {})))
+      : task;
     const previous = this.#locks.get(name) ?? Promise.resolve();
     const current = previous.then(guarded, guarded);
     const settled = current.catch(() => {});
@@ -174,6 +221,25 @@ export class SessionStore {
       return await current;
     } finally {
       if (this.#locks.get(name) === settled) this.#locks.delete(name);
+    }
+  }
+
+  /**
+   * Waits for another replica's lock. The wait is not store I/O: the backend
+   * bounds it itself, and a lock held too long fails this request only
+   * (GH_ERR_STORE_BUSY), never marks the store down for every user of the
+   * replica nor flushes the cache. A backend that cannot be asked does
+   * (test/redis/lock-wait.test.ts).
+   */
+  async #takeSharedLock(lock: NonNullable<Backend['lock']>, name: string): Promise<LockRelease> {
+    this.#assertAvailable();
+    try {
+      const release = await lock(name);
+      this.#answered();
+      return release;
+    } catch (cause) {
+      if (cause instanceof LockBusyError) throw gatehouseError('GH_ERR_STORE_BUSY', { cause });
+      throw this.#failed(cause);
     }
   }
 
@@ -201,7 +267,8 @@ export class SessionStore {
   /** Store-wide number of live sessions, where the backend can count them. */
   get countSessions(): (() => Promise<number>) | undefined {
     const count = this.#backend.count;
-    return count ? () => this.#call(() => count(KEY_PREFIX.session)) : undefined;
+    // A slow count (a scrape of /metrics) says nothing about requests: it never marks the store down.
+    return count ? () => withTimeout(count(KEY_PREFIX.session), CALL_TIMEOUT_MS) : undefined;
   }
 
   /** Asks the backend for a key, to learn whether it answers. */
@@ -232,14 +299,25 @@ export class SessionStore {
   async #call<T>(operation: () => Promise<T>, timeoutMs = CALL_TIMEOUT_MS): Promise<T> {
     try {
       const result = await withTimeout(operation(), timeoutMs);
-      this.#available = true;
-      this.#lastAnswer = Date.now();
+      this.#answered();
       return result;
     } catch (cause) {
-      if (this.#available) this.#cache.clear();
-      this.#available = false;
-      throw gatehouseError('GH_ERR_STORE_UNAVAILABLE', { cause });
+      // A fenced write refused because the lock lapsed: the store answered.
+      if (cause instanceof LockBusyError) throw gatehouseError('GH_ERR_STORE_BUSY', { cause });
+      throw this.#failed(cause);
     }
+  }
+
+  #answered(): void {
+    this.#available = true;
+    this.#lastAnswer = Date.now();
+  }
+
+  /** Marks the store down (the cache then serves nothing) and returns the error for the request. */
+  #failed(cause: unknown): GatehouseError {
+    if (this.#available) this.#cache.clear();
+    this.#available = false;
+    return gatehouseError('GH_ERR_STORE_UNAVAILABLE', { cause });
   }
 }
 

@@ -1,4 +1,38 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type Keyv from 'keyv';
+
+/**
+ * Thrown by `Backend.lock` when the lock stays held by someone else for the
+ * whole wait: the store answered, so this fails one request, never the
+ * store (test/redis/lock-wait.test.ts).
+ */
+export class LockBusyError extends Error {
+  override name = 'LockBusyError';
+}
+
+/**
+ * Proof that a shared lock is held: the lock's key and the holder's token. A
+ * write made under the lock is fenced by it: the backend writes only if the
+ * lock still holds the token, in one atomic step (test/redis/lock-lease.test.ts).
+ */
+export interface LockFence {
+  key: string;
+  token: string;
+}
+
+/** Releases a lock; carries its fence when the backend fences writes. */
+export type LockRelease = (() => Promise<void>) & { fence?: LockFence };
+
+/** The fence of the shared lock the current task runs under (set by SessionStore.withLock). */
+export const lockFence = new AsyncLocalStorage<LockFence | undefined>();
+
+/**
+ * A fenced write found its lock lapsed and taken by someone else: nothing was
+ * written. Like a busy lock, it fails the request, not the store.
+ */
+export class LockLostError extends LockBusyError {
+  override name = 'LockLostError';
+}
 
 /** A keyv instance plus what only some backends can do. */
 export interface Backend {
@@ -12,7 +46,7 @@ export interface Backend {
   /** Atomically records `key` for `ttlMs`; true the first time only, whichever replica asks. */
   claimOnce?: (key: string, ttlMs: number) => Promise<boolean>;
   /** Takes the lock `name` shared by every replica, waiting for it; resolves to its release. */
-  lock?: (name: string) => Promise<() => Promise<void>>;
+  lock?: (name: string) => Promise<LockRelease>;
   /** Tells the in-process cache what other replicas changed. */
   invalidation?: CacheInvalidation;
   /** Releases what `keyv.disconnect()` does not (other connections, timers). */

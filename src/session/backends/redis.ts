@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import Keyv from 'keyv';
 import KeyvRedis, { createClient, createCluster, createSentinel } from '@keyv/redis';
 import type { RedisClientType } from '@redis/client';
-import type { Backend } from './backend.js';
+import { LockBusyError, LockLostError, lockFence, type Backend, type LockRelease } from './backend.js';
 import { RedisInvalidation, type Subscriber } from './redis-invalidation.js';
 import { KEY_PREFIX } from '../keys.js';
 import { parseRedisUrl, type RedisTarget } from './redis-url.js';
@@ -14,13 +14,30 @@ const CONNECT_TIMEOUT_MS = 2000;
 /** How long start-up waits for Redis before listening anyway (requests get 503 until it answers). */
 const START_WAIT_MS = 2000;
 /**
- * A lock outlives its holder's crash by at most this long. It must exceed a
- * refresh (token request, default timeout 10 s, plus two writes): a lock that
- * expired mid-refresh would let another replica spend the same refresh token.
+ * A lock outlives its holder's crash by at most this long. While its holder
+ * runs, the lease is extended every third of it, however long the refresh
+ * takes (`provider.timeout` is not bounded); writes under it are fenced by
+ * its token, so a holder whose lease lapsed anyway (a paused process) cannot
+ * overwrite a newer record (test/redis/lock-lease.test.ts).
  */
 const LOCK_TTL_MS = 30_000;
-/** A request gives up waiting for a lock after this long (503). */
+/** A request gives up waiting for a lock after this long (503 GH_ERR_STORE_BUSY, the store stays up). */
 const LOCK_WAIT_MS = 30_000;
+/** Extends the lease only if the lock still holds our token. */
+const EXTEND_SCRIPT = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
+/**
+ * A write fenced by a lock: KEYS[1] the record, KEYS[2] the lock; ARGV the
+ * token, the value ('' deletes), the PX ('' for none), the channel and the
+ * invalidation message. Nothing happens unless the lock holds the token.
+ */
+const FENCED_WRITE_SCRIPT = `
+if redis.call('get', KEYS[2]) ~= ARGV[1] then return -1 end
+local changed
+if ARGV[2] == '' then changed = redis.call('del', KEYS[1])
+elseif ARGV[3] == '' then redis.call('set', KEYS[1], ARGV[2]); changed = 1
+else redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3]); changed = 1 end
+redis.call('publish', ARGV[4], ARGV[5])
+return changed`;
 const LOCK_POLL_MAX_MS = 50;
 /** Deletes the lock only if it still holds our token: an expired lock taken over by another replica is not ours to release. */
 const RELEASE_SCRIPT = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
@@ -55,6 +72,10 @@ class CoherentRedisAdapter extends KeyvRedis<string> {
   override async set(key: string, value: string, ttl?: number): Promise<void> {
     // As in @keyv/redis, no ttl (or 0) means no expiry; one already past expires at once rather than failing the command.
     const px = ttl ? Math.max(1, Math.ceil(ttl)) : undefined;
+    if (key.startsWith(KEY_PREFIX.tokens)) {
+      const fence = lockFence.getStore();
+      if (fence) return void (await this.#fenced(fence, key, value, px));
+    }
     const multi = this.#redis.multi();
     multi.set(this.createKeyPrefix(key, this.namespace), value, px === undefined ? undefined : { expiration: { type: 'PX', value: px } });
     if (key.startsWith(SESSION_PREFIX)) multi.zAdd(this.#sessions, { score: Date.now() + (px ?? Number.MAX_SAFE_INTEGER), value: key.slice(SESSION_PREFIX.length) });
@@ -63,6 +84,10 @@ class CoherentRedisAdapter extends KeyvRedis<string> {
   }
 
   override async delete(key: string): Promise<boolean> {
+    if (key.startsWith(KEY_PREFIX.tokens)) {
+      const fence = lockFence.getStore();
+      if (fence) return (await this.#fenced(fence, key, '', undefined)) > 0;
+    }
     const multi = this.#redis.multi();
     multi.del(this.createKeyPrefix(key, this.namespace));
     if (key.startsWith(SESSION_PREFIX)) multi.zRem(this.#sessions, key.slice(SESSION_PREFIX.length));
@@ -70,6 +95,24 @@ class CoherentRedisAdapter extends KeyvRedis<string> {
     const [deleted] = await multi.exec();
     return Number(deleted) > 0;
   }
+
+  /** A token-record write (or delete, value '') made under a lock: only while the lock holds our token. */
+  async #fenced(fence: { key: string; token: string }, key: string, value: string, px: number | undefined): Promise<number> {
+    const result = Number(
+      await this.#redis.eval(FENCED_WRITE_SCRIPT, {
+        keys: [this.createKeyPrefix(key, this.namespace), fence.key],
+        arguments: [fence.token, value, px === undefined ? '' : String(px), this.#invalidation.channel, this.#invalidation.message(key)],
+      }),
+    );
+    if (result < 0) throw new LockLostError('the lock lapsed and is held by another: the write was not made');
+    return result;
+  }
+}
+
+/** Lock timings, shorter in tests of the lease itself. */
+export interface RedisLockOptions {
+  lockTtlMs?: number;
+  lockWaitMs?: number;
 }
 
 /**
@@ -130,7 +173,9 @@ export function keyNamespace(target: RedisTarget, namespace: string): string {
  * get 503 instead of hanging, and the client reconnects by itself. Keys are
  * `NAMESPACE:…` and expire with what they hold.
  */
-export async function openRedis(url: string, prefix: string): Promise<Backend> {
+export async function openRedis(url: string, prefix: string, options: RedisLockOptions = {}): Promise<Backend> {
+  const lockTtlMs = options.lockTtlMs ?? LOCK_TTL_MS;
+  const lockWaitMs = options.lockWaitMs ?? LOCK_WAIT_MS;
   const target = parseRedisUrl(url);
   const namespace = keyNamespace(target, prefix);
   const { client, subscriber } = createClients(url, target);
@@ -169,16 +214,29 @@ export async function openRedis(url: string, prefix: string): Promise<Backend> {
     lock: async (name) => {
       const key = prefixed(`${KEY_PREFIX.lock}${name}`);
       const token = randomUUID();
-      const deadline = Date.now() + LOCK_WAIT_MS;
+      const deadline = Date.now() + lockWaitMs;
       let pause = 5;
-      while ((await client.set(key, token, { condition: 'NX', expiration: { type: 'PX', value: LOCK_TTL_MS } })) === null) {
-        if (Date.now() >= deadline) throw new Error(`lock still held after ${LOCK_WAIT_MS} ms`);
+      while ((await client.set(key, token, { condition: 'NX', expiration: { type: 'PX', value: lockTtlMs } })) === null) {
+        if (Date.now() >= deadline) throw new LockBusyError(`lock still held after ${lockWaitMs} ms`);
         await sleep(pause);
         pause = Math.min(pause * 2, LOCK_POLL_MAX_MS);
       }
-      return async () => {
+      // The lease is renewed while the holder runs; a renewal that finds the lock gone stops (the fence then refuses writes).
+      const renewal = setInterval(() => {
+        client.eval(EXTEND_SCRIPT, { keys: [key], arguments: [token, String(lockTtlMs)] }).then(
+          (extended) => {
+            if (Number(extended) === 0) clearInterval(renewal);
+          },
+          () => undefined,
+        );
+      }, Math.max(10, Math.floor(lockTtlMs / 3)));
+      renewal.unref();
+      const release: LockRelease = async () => {
+        clearInterval(renewal);
         await client.eval(RELEASE_SCRIPT, { keys: [key], arguments: [token] });
       };
+      release.fence = { key, token };
+      return release;
     },
     close: async () => {
       await invalidation.close();
