@@ -229,7 +229,7 @@ export class SessionStore {
    * bounds it itself, and a lock held too long fails this request only
    * (GH_ERR_STORE_BUSY), never marks the store down for every user of the
    * replica nor flushes the cache. A backend that cannot be asked does
-   * (test/redis/lock-wait.test.ts).
+   * (test/redis/lock-lease.test.ts).
    */
   async #takeSharedLock(lock: NonNullable<Backend['lock']>, name: string): Promise<LockRelease> {
     this.#assertAvailable();

@@ -4,7 +4,7 @@ import type Keyv from 'keyv';
 /**
  * Thrown by `Backend.lock` when the lock stays held by someone else for the
  * whole wait: the store answered, so this fails one request, never the
- * store (test/redis/lock-wait.test.ts).
+ * store (test/redis/lock-lease.test.ts).
  */
 export class LockBusyError extends Error {
   override name = 'LockBusyError';
