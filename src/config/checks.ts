@@ -5,6 +5,7 @@ import { formatDuration } from './duration.js';
 import { statSync } from 'node:fs';
 import { extname } from 'node:path';
 import { LOGO_MAX_BYTES, LOGO_TYPES } from '../http/page-template.js';
+import { inspectClientKey } from '../oauth/client-key.js';
 
 const KEY_BYTES = 32;
 const STORE_SCHEMES = ['memory:', 'sqlite:'];
@@ -100,6 +101,11 @@ const RULES: readonly Rule[] = [
       }
       if (method === 'private_key_jwt' && privateKey === undefined) {
         return ['provider.privateKey: required with clientAuthMethod private_key_jwt (a PKCS#8 PEM private key)'];
+      }
+      if (method === 'private_key_jwt') {
+        const inspected = inspectClientKey(privateKey!);
+        // The key itself is never quoted: only what kind of key it is.
+        if ('problem' in inspected) return [`provider.privateKey: ${inspected.problem}`];
       }
       return [];
     },

@@ -21,7 +21,13 @@ export interface DemoClient {
   redirectUris: string[];
   postLogoutRedirectUris?: string[];
   /** Defaults to `client_secret_basic` when there is a secret, else `none`. */
-  authMethod?: 'client_secret_post' | 'client_secret_basic' | 'none';
+  authMethod?: 'client_secret_post' | 'client_secret_basic' | 'none' | 'private_key_jwt';
+  /** Public keys that verify the client's assertions, for `private_key_jwt` (RFC 7523). */
+  jwks?: { keys: JWK[] };
+  /** Refuse this client's authorization requests unless pushed first (RFC 9126 §6). */
+  requirePushedAuthorization?: boolean;
+  /** Refuse this client's token requests without a DPoP proof (RFC 9449 §5.2 `dpop_bound_access_tokens`). */
+  dpopBoundAccessTokens?: boolean;
   /**
    * Where the server POSTs logout tokens when a session ends at the server
    * (OpenID Connect Back-Channel Logout 1.0); ID tokens then carry `sid`.
@@ -66,6 +72,10 @@ export interface AuthorizationServerOptions {
    * demo: a sign-out button that asks twice looks broken).
    */
   skipLogoutConfirmation?: boolean;
+  /** Offer pushed authorization requests (RFC 9126) in the metadata; default false, so clients send plain authorization requests. */
+  pushedAuthorization?: boolean;
+  /** Require a server-provided nonce in every DPoP proof (RFC 9449 §8); default false. */
+  dpopNonces?: boolean;
 }
 
 /** Successful token endpoint grants by type, and failed refreshes. */
@@ -167,6 +177,8 @@ function buildConfiguration(
       revocation: { enabled: true, allowedPolicy: (_ctx, client, token) => token.clientId === client.clientId },
       rpInitiatedLogout: opts.skipLogoutConfirmation ? { enabled: true, logoutSource: signOutAtOnce } : { enabled: true },
       backchannelLogout: { enabled: true },
+      pushedAuthorizationRequests: { enabled: opts.pushedAuthorization ?? false },
+      dPoP: opts.dpopNonces ? { enabled: true, nonceSecret: randomBytes(32), requireNonce: () => true } : { enabled: true },
     },
     ttl: {
       AccessToken: opts.accessTokenTtl ?? 60,
@@ -188,6 +200,9 @@ function clientMetadata(client: DemoClient): ClientMetadata {
     token_endpoint_auth_method: client.authMethod ?? (client.clientSecret === undefined ? 'none' : 'client_secret_basic'),
     grant_types: ['authorization_code', 'refresh_token'],
     response_types: ['code'],
+    ...(client.jwks === undefined ? {} : { jwks: client.jwks }),
+    ...(client.requirePushedAuthorization ? { require_pushed_authorization_requests: true } : {}),
+    ...(client.dpopBoundAccessTokens ? { dpop_bound_access_tokens: true } : {}),
     ...(client.backchannelLogoutUri === undefined
       ? {}
       : { backchannel_logout_uri: client.backchannelLogoutUri, backchannel_logout_session_required: true }),

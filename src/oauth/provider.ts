@@ -1,10 +1,10 @@
-import { createPrivateKey, webcrypto } from 'node:crypto';
 import * as oidc from 'openid-client';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config/schema.js';
 import { isLoopbackHost } from '../config/loopback.js';
 import { gatehouseError } from '../errors.js';
 import { traceAsCall } from '../tracing/tracing.js';
+import { privateKeyJwt } from './client-key.js';
 
 /** How often discovery is retried while the authorization server does not answer (README "Run it": at least every 5 s). */
 const DISCOVERY_RETRY_MS = 2000;
@@ -67,7 +67,7 @@ export class Provider {
 
   async #load(): Promise<oidc.Configuration> {
     const settings = this.#settings;
-    const clientAuth = await clientAuthentication(settings);
+    const clientAuth = clientAuthentication(settings);
     const insecure = usesLoopbackHttp(settings);
     if (settings.issuer !== undefined) {
       const issuer = new URL(settings.issuer);
@@ -134,23 +134,17 @@ function withoutIdToken(tokenEndpoint: string): oidc.CustomFetch {
 }
 
 /** The client authentication method of `provider.clientAuthMethod`. */
-async function clientAuthentication(settings: Config['provider']): Promise<oidc.ClientAuth> {
+function clientAuthentication(settings: Config['provider']): oidc.ClientAuth {
   switch (settings.clientAuthMethod) {
     case 'client_secret_basic':
       return oidc.ClientSecretBasic(settings.clientSecret);
     case 'none':
       return oidc.None();
     case 'private_key_jwt':
-      return oidc.PrivateKeyJwt({ key: await importPrivateKey(settings.privateKey!), kid: settings.privateKeyId });
+      return privateKeyJwt(settings.privateKey!, settings.privateKeyId);
     default:
       return oidc.ClientSecretPost(settings.clientSecret);
   }
-}
-
-async function importPrivateKey(pem: string): Promise<webcrypto.CryptoKey> {
-  const jwk = createPrivateKey(pem).export({ format: 'jwk' });
-  const algorithm = jwk.kty === 'EC' ? { name: 'ECDSA', namedCurve: jwk.crv! } : { name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256' };
-  return webcrypto.subtle.importKey('jwk', jwk, algorithm, false, ['sign']);
 }
 
 /** openid-client refuses plain http unless told; config validation already limited http to loopback hosts. */

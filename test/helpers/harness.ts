@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,7 +22,15 @@ export interface HarnessOptions {
   issueRefreshTokens?: boolean;
   /** Register the gateway's `/backchannel-logout` at the AS, which then POSTs logout tokens there (and puts `sid` in ID tokens). */
   backchannelLogout?: boolean;
-  authMethod?: 'client_secret_post' | 'client_secret_basic' | 'none';
+  authMethod?: 'client_secret_post' | 'client_secret_basic' | 'none' | 'private_key_jwt';
+  /** With `private_key_jwt`: the client key's type (default `ec`, P-256); its public half is registered at the AS. */
+  clientKeyType?: 'ec' | 'rsa';
+  /** The AS offers pushed authorization requests (RFC 9126); `required` also makes the client require them. */
+  pushedAuthorization?: 'on' | 'required';
+  /** The AS binds the client's access tokens to DPoP keys and refuses token requests without a proof (RFC 9449). */
+  dpopBound?: boolean;
+  /** The AS demands its own nonce in every DPoP proof (RFC 9449 §8). */
+  dpopNonces?: boolean;
   /** Extra config, merged section by section over the harness's own; a function receives the started AS. */
   config?: Record<string, unknown> | ((as: AuthorizationServer) => Record<string, unknown>);
   /** Session store URL; default a fresh sqlite file in a temp dir. */
@@ -49,6 +57,8 @@ export interface Harness {
   asProxy: SwitchableProxy;
   upstream: Upstream;
   clientSecret: string;
+  /** With `private_key_jwt`: the client's private key, PEM, as the gateway was given it. */
+  clientPrivateKey?: string;
   /** Every log line the gateway wrote, parsed. */
   logs: Array<Record<string, unknown>>;
   /** The raw log text, for scanning for secrets. */
@@ -72,6 +82,8 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   const port = await freePort();
   const publicUrl = `http://127.0.0.1:${port}`;
   const clientSecret = randomBytes(16).toString('base64url');
+  const keyed = options.authMethod === 'private_key_jwt';
+  const clientKey = keyed ? clientKeyPair(options.clientKeyType ?? 'ec') : undefined;
   const issuer = new URL(asProxy.url);
   issuer.hostname = options.authorizationServerHost ?? issuer.hostname;
   const as = await startAuthorizationServer({
@@ -79,8 +91,11 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     clients: [
       {
         clientId: CLIENT_ID,
-        clientSecret: options.authMethod === 'none' ? undefined : clientSecret,
+        clientSecret: options.authMethod === 'none' || keyed ? undefined : clientSecret,
         authMethod: options.authMethod ?? 'client_secret_post',
+        ...(clientKey ? { jwks: { keys: [clientKey.publicJwk] } } : {}),
+        requirePushedAuthorization: options.pushedAuthorization === 'required',
+        dpopBoundAccessTokens: options.dpopBound ?? false,
         redirectUris: [`${publicUrl}/callback`],
         postLogoutRedirectUris: [`${publicUrl}/`],
         ...(options.backchannelLogout ? { backchannelLogoutUri: `${publicUrl}/backchannel-logout` } : {}),
@@ -90,6 +105,8 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     refreshTokenTtl: options.refreshTokenTtl,
     rotateRefreshTokens: options.rotateRefreshTokens,
     issueRefreshTokens: options.issueRefreshTokens,
+    pushedAuthorization: options.pushedAuthorization !== undefined,
+    dpopNonces: options.dpopNonces ?? false,
   });
   asProxy.target = as.listenUrl;
   const upstream = await startUpstream({
@@ -104,7 +121,8 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       issuer: as.url,
       clientId: CLIENT_ID,
       clientAuthMethod: options.authMethod ?? 'client_secret_post',
-      ...(options.authMethod === 'none' ? {} : { clientSecret }),
+      ...(options.authMethod === 'none' || keyed ? {} : { clientSecret }),
+      ...(clientKey ? { privateKey: clientKey.pem, privateKeyId: clientKey.publicJwk.kid } : {}),
     },
     upstream: upstream.url,
     session: { store: options.store ?? `sqlite://${join(dir, 'sessions.sqlite')}`, encryptionKeys: [randomBytes(32).toString('base64')] },
@@ -128,6 +146,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     asProxy,
     upstream,
     clientSecret,
+    ...(clientKey ? { clientPrivateKey: clientKey.pem } : {}),
     get logs() {
       return lines.map((line) => JSON.parse(line) as Record<string, unknown>);
     },
@@ -142,6 +161,14 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** A client key pair for `private_key_jwt`: the PKCS#8 PEM for the gateway, the public JWK (with a `kid`) for the AS. */
+function clientKeyPair(type: 'ec' | 'rsa'): { pem: string; publicJwk: { kid: string } & Record<string, unknown> } {
+  const { privateKey, publicKey } =
+    type === 'ec' ? generateKeyPairSync('ec', { namedCurve: 'P-256' }) : generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const pem = privateKey.export({ format: 'pem', type: 'pkcs8' }) as string;
+  return { pem, publicJwk: { ...publicKey.export({ format: 'jwk' }), kid: randomBytes(6).toString('hex'), use: 'sig' } };
 }
 
 /** Merges config sections one level deep (a section given replaces keys, not the whole section). */

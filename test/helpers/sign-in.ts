@@ -29,7 +29,9 @@ export async function signIn(
   const jar = new CookieJar();
   const { loginCookies, authorizationUrl } = await startLogin(gatewayUrl, opts);
   jar.store(gatewayUrl, loginCookies);
-  const callbackUrl = await approveAtAuthorizationServer(authorizationUrl, opts.user ?? 'alice', opts.authorizationServerJar);
+  // A pushed request (RFC 9126) leaves only client_id and request_uri in the URL: the redirect_uri is the gateway's callback.
+  const redirectUri = authorizationUrl.searchParams.get('redirect_uri') ?? new URL('/callback', gatewayUrl).href;
+  const callbackUrl = await approveAtAuthorizationServer(authorizationUrl, opts.user ?? 'alice', opts.authorizationServerJar, redirectUri);
   const callback = await jar.fetch(callbackUrl);
   await callback.arrayBuffer();
   const cookieName = opts.cookieName ?? 'session_id';
@@ -79,8 +81,12 @@ export async function startLogin(
  * const callbackUrl = await approveAtAuthorizationServer(authorizationUrl, 'bob');
  * assert.ok(callbackUrl.searchParams.get('code'));
  */
-export async function approveAtAuthorizationServer(authorizationUrl: URL, user: string, jar = new CookieJar()): Promise<URL> {
-  const redirectUri = authorizationUrl.searchParams.get('redirect_uri');
+export async function approveAtAuthorizationServer(
+  authorizationUrl: URL,
+  user: string,
+  jar = new CookieJar(),
+  redirectUri = authorizationUrl.searchParams.get('redirect_uri'),
+): Promise<URL> {
   if (redirectUri === null) throw new Error('the authorization URL has no redirect_uri');
   let url = authorizationUrl;
   let response = await jar.fetch(url);

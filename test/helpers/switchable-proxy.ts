@@ -9,9 +9,20 @@ export type ProxyMode = 'up' | 'down' | 'error503' | 'error400' | 'error429' | '
  * can simulate an outage (`down` resets connections), a 5xx, or odd 4xx
  * answers, then recover, without restarting the AS.
  */
+/** One request the proxy passed on to the AS, with its answer's status. */
+export interface ProxiedExchange {
+  method: string;
+  path: string;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+  status: number;
+}
+
 export class SwitchableProxy {
   mode: ProxyMode = 'up';
   target = '';
+  /** When set, each request passed on is buffered and reported here once the AS answered (to read what a client sent). */
+  recorder: ((exchange: ProxiedExchange) => void) | undefined;
   readonly #server: Server;
   readonly #sockets = new Set<Socket>();
 
@@ -45,11 +56,21 @@ export class SwitchableProxy {
           return;
         default: {
           const target = new URL(req.url ?? '/', proxy.target);
+          const recorder = proxy.recorder;
+          const chunks: Buffer[] = [];
           const upstream = httpRequest(target, { method: req.method, headers: req.headers }, (answer) => {
+            recorder?.({
+              method: req.method ?? '',
+              path: target.pathname,
+              headers: req.headers,
+              body: Buffer.concat(chunks).toString('utf8'),
+              status: answer.statusCode ?? 0,
+            });
             res.writeHead(answer.statusCode ?? 502, answer.headers);
             answer.pipe(res);
           });
           upstream.on('error', () => res.destroy());
+          if (recorder) req.on('data', (chunk: Buffer) => chunks.push(chunk));
           req.pipe(upstream);
         }
       }
