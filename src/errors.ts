@@ -47,6 +47,13 @@ const REGISTRY = {
     page: 'sign-in-failed',
   },
   GH_ERR_CALLBACK_IDENTITY: { status: 502, slug: 'sign_in_failed', message: 'Sign-in did not complete: the authorization server did not identify the user.', title: SIGN_IN_FAILED, page: 'sign-in-failed' },
+  GH_ERR_LOGIN_PUSH_REJECTED: {
+    status: 502,
+    slug: 'sign_in_failed',
+    message: 'Sign-in could not start: the authorization server refused the pushed authorization request.',
+    title: SIGN_IN_FAILED,
+    page: 'sign-in-failed',
+  },
   GH_ERR_SESSION_REQUIRED: { status: 401, slug: 'unauthorized', message: 'You are not signed in, or your session has ended.', title: 'Sign in required', page: 'sign-in-required', bare: true },
   GH_ERR_RATE_LIMITED: { status: 429, slug: 'too_many_requests', message: 'Too many sign-in requests from this address. Please wait a minute and try again.', title: REFUSED },
   GH_ERR_USER_CONCURRENCY: { status: 429, slug: 'too_many_requests', message: 'Too many requests of this user are in progress. Please retry in a moment.', title: UNAVAILABLE, page: 'unavailable' },

@@ -111,6 +111,14 @@ const RULES: readonly Rule[] = [
     },
   },
   {
+    reads: ['provider.issuer'],
+    check({ provider }) {
+      // Only discovery names the PAR endpoint (RFC 9126 §5); explicit endpoints have no key for it.
+      if (provider.pushedAuthorization !== 'required' || provider.issuer !== undefined) return [];
+      return ['provider.pushedAuthorization: required needs provider.issuer (the endpoint comes from discovery)'];
+    },
+  },
+  {
     reads: [],
     check({ session }) {
       return session.encryptionKeys.flatMap((key, index) => {

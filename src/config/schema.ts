@@ -68,6 +68,8 @@ export const ConfigSchema = Type.Object(
       privateKey: Type.Optional(text()),
       /** `kid` of `privateKey` as registered at the authorization server. */
       privateKeyId: Type.Optional(text()),
+      /** Pushed authorization requests (RFC 9126): `auto` when the metadata offers them, `required` always, `off` never. */
+      pushedAuthorization: oneOf(['auto', 'required', 'off'], 'auto'),
       scopes: Type.Array(Type.String({ pattern: '^[\\x21\\x23-\\x5B\\x5D-\\x7E]+$', errorMessage: 'must be a scope token (no spaces or quotes)' }), {
         default: ['openid', 'profile', 'email', 'offline_access'],
         errorMessage: 'must be a list of scopes',

@@ -2,17 +2,21 @@ import * as oidc from 'openid-client';
 import type { FastifyInstance } from 'fastify';
 import { safeReturnTo } from '../oauth/return-to.js';
 import type { PendingLogin } from '../oauth/pending-login.js';
+import { authorizationUrl as buildAuthorizationUrl, pushesAuthorization } from '../oauth/pushed-authorization.js';
 
 /**
  * GET /login: starts the authorization code flow with state, PKCE S256 and,
  * for OpenID scopes, a nonce (RFC 9700 §2.1.1), and binds it to this
- * browser through the sealed login cookie.
+ * browser through the sealed login cookie. With PAR (RFC 9126, README
+ * "Client authentication and sender-constrained tokens") the parameters are
+ * pushed first and the redirect carries only `client_id` and `request_uri`.
  */
 export async function loginRoute(fastify: FastifyInstance): Promise<void> {
   const { config, provider, pendingLogins, cookies, redirectUri, basePath } = fastify.gatehouse;
   const scope = config.provider.scopes.join(' ');
   const wantsNonce = config.provider.scopes.includes('openid');
   const defaultReturnTo = `${basePath}/`;
+  const pushMode = config.provider.pushedAuthorization;
 
   fastify.get<{ Querystring: Record<string, unknown> }>(config.paths.login, { config: { routeClass: 'login' } }, async (request, reply) => {
     const configuration = provider.configuration;
@@ -32,7 +36,7 @@ export async function loginRoute(fastify: FastifyInstance): Promise<void> {
       code_challenge_method: 'S256',
     };
     if (pending.nonce !== undefined) parameters.nonce = pending.nonce;
-    const authorizationUrl = oidc.buildAuthorizationUrl(configuration, parameters);
+    const authorizationUrl = await buildAuthorizationUrl(configuration, parameters, pushesAuthorization(pushMode, configuration), request.log);
 
     const earlier = pendingLogins.read(request.cookies[cookies.loginName]);
     cookies.setLogin(reply, pendingLogins.write([...earlier, pending], defaultReturnTo));

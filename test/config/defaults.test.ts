@@ -21,6 +21,7 @@ t.test('every key not given takes the default of README "Configuration"', async 
       clientId: 'gatehouse',
       clientSecret: 's3cret',
       clientAuthMethod: 'client_secret_post',
+      pushedAuthorization: 'auto',
       scopes: ['openid', 'profile', 'email', 'offline_access'],
       userIdClaim: 'sub',
       timeout: 10,

@@ -4,9 +4,10 @@ import { loadConfig } from '../../src/config/load.js';
 import { problemsOf, withKeys } from './config-helpers.js';
 
 /**
- * README "Client authentication": `check` refuses a `provider.privateKey`
- * that does not parse or cannot sign ES256, RS256 or PS256, and never
- * quotes the key in the problem it reports.
+ * README "Client authentication and sender-constrained tokens": `check`
+ * refuses a `provider.privateKey` that does not parse or cannot sign ES256,
+ * RS256 or PS256, and never quotes the key in the problem it reports; it
+ * validates `pushedAuthorization`.
  */
 
 const pkcs8 = (key: ReturnType<typeof generateKeyPairSync>['privateKey']) => key.export({ format: 'pem', type: 'pkcs8' }) as string;
@@ -48,4 +49,14 @@ t.test('a key that does not fit ES256, RS256 or PS256 is refused, and the key is
     const body = pem.split('\n')[1]!;
     t.notOk(problems.join('\n').includes(body), `${name}: the key is not in the message`);
   }
+});
+
+t.test('pushedAuthorization is auto, required or off; required needs discovery', async (t) => {
+  t.equal(loadConfig(withKeys({}), {}).provider.pushedAuthorization, 'auto');
+  t.strictSame(problemsOf(withKeys({ provider: { pushedAuthorization: 'always' } })), ['provider.pushedAuthorization: must be one of: auto, required, off']);
+  const endpoints = { issuer: undefined, authorizationEndpoint: 'https://as.example.com/authorize', tokenEndpoint: 'https://as.example.com/token', userinfoEndpoint: 'https://as.example.com/userinfo' };
+  t.strictSame(problemsOf(withKeys({ provider: { ...endpoints, pushedAuthorization: 'required' } })), [
+    'provider.pushedAuthorization: required needs provider.issuer (the endpoint comes from discovery)',
+  ]);
+  t.equal(loadConfig(withKeys({ provider: { ...endpoints, pushedAuthorization: 'auto' } }), {}).provider.pushedAuthorization, 'auto');
 });
