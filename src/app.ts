@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import type { Config } from './config/schema.js';
 import { Metrics } from './metrics/metrics.js';
 import { Provider } from './oauth/provider.js';
+import { DpopKeys } from './oauth/dpop.js';
 import { TokenRefresher } from './oauth/refresh.js';
 import { PendingLogins } from './oauth/pending-login.js';
 import { openBackend } from './session/backends/open.js';
@@ -63,6 +64,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   const store = new SessionStore(await openBackend(config.session.store, options.cwd, config.session.keyPrefix), sealer, config.session.cacheSize);
   const provider = new Provider(config.provider, logger);
   const metrics = new Metrics(store.countSessions);
+  const dpop = config.provider.dpop ? new DpopKeys(provider, config.session.cacheSize) : undefined;
   const publicUrl = config.server.publicUrl.replace(/\/$/, '');
   const context: GatewayContext = {
     config,
@@ -70,8 +72,10 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
     store,
     metrics,
     clock,
+    dpop,
     refresher: new TokenRefresher({
       provider,
+      dpop,
       store,
       metrics,
       clock,

@@ -70,6 +70,8 @@ export const ConfigSchema = Type.Object(
       privateKeyId: Type.Optional(text()),
       /** Pushed authorization requests (RFC 9126): `auto` when the metadata offers them, `required` always, `off` never. */
       pushedAuthorization: oneOf(['auto', 'required', 'off'], 'auto'),
+      /** DPoP (RFC 9449): tokens bound to a key pair per user, a proof on every token, refresh and upstream request. */
+      dpop: Type.Boolean({ default: false, errorMessage: 'must be true or false' }),
       scopes: Type.Array(Type.String({ pattern: '^[\\x21\\x23-\\x5B\\x5D-\\x7E]+$', errorMessage: 'must be a scope token (no spaces or quotes)' }), {
         default: ['openid', 'profile', 'email', 'offline_access'],
         errorMessage: 'must be a list of scopes',

@@ -76,6 +76,8 @@ export interface AuthorizationServerOptions {
   pushedAuthorization?: boolean;
   /** Require a server-provided nonce in every DPoP proof (RFC 9449 §8); default false. */
   dpopNonces?: boolean;
+  /** Support DPoP at all (default true); false: proofs are ignored and every token is a Bearer token. */
+  dpop?: boolean;
 }
 
 /** Successful token endpoint grants by type, and failed refreshes. */
@@ -178,7 +180,7 @@ function buildConfiguration(
       rpInitiatedLogout: opts.skipLogoutConfirmation ? { enabled: true, logoutSource: signOutAtOnce } : { enabled: true },
       backchannelLogout: { enabled: true },
       pushedAuthorizationRequests: { enabled: opts.pushedAuthorization ?? false },
-      dPoP: opts.dpopNonces ? { enabled: true, nonceSecret: randomBytes(32), requireNonce: () => true } : { enabled: true },
+      dPoP: opts.dpopNonces ? { enabled: true, nonceSecret: randomBytes(32), requireNonce: () => true } : { enabled: opts.dpop ?? true },
     },
     ttl: {
       AccessToken: opts.accessTokenTtl ?? 60,

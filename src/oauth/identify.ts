@@ -51,6 +51,7 @@ export async function identify(
   provider: Provider,
   response: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers,
   userIdClaim: string,
+  dpop?: oidc.DPoPHandle,
 ): Promise<Identity | undefined> {
   const configuration = provider.configuration;
   let claims: Record<string, unknown> = {};
@@ -60,7 +61,7 @@ export async function identify(
   }
   if (claims[userIdClaim] === undefined && configuration.serverMetadata().userinfo_endpoint !== undefined) {
     const subject = claims.sub;
-    claims = { ...claims, ...(await traceAsCall('userinfo', () => fetchUserinfo(provider, response.access_token, subject))) };
+    claims = { ...claims, ...(await traceAsCall('userinfo', () => fetchUserinfo(provider, response.access_token, subject, dpop))) };
   }
   const shown = claims[userIdClaim];
   if (!isUsableId(shown)) return undefined;
@@ -74,14 +75,16 @@ function isUsableId(value: unknown): value is string | number {
   return (typeof value === 'string' || (typeof value === 'number' && Number.isFinite(value))) && String(value).length > 0 && String(value).length <= MAX_USER_ID_LENGTH;
 }
 
-async function fetchUserinfo(provider: Provider, accessToken: string, subject: unknown): Promise<Record<string, unknown>> {
+async function fetchUserinfo(provider: Provider, accessToken: string, subject: unknown, dpop: oidc.DPoPHandle | undefined): Promise<Record<string, unknown>> {
   const configuration = provider.configuration;
+  // A DPoP-bound access token is presented with a proof of its key (RFC 9449 §7).
+  const options = dpop ? { DPoP: dpop } : undefined;
   if (provider.isOpenIdProvider) {
     // OIDC Core §5.3.4: the userinfo sub must equal the ID token's.
-    return oidc.fetchUserInfo(configuration, accessToken, typeof subject === 'string' ? subject : oidc.skipSubjectCheck);
+    return oidc.fetchUserInfo(configuration, accessToken, typeof subject === 'string' ? subject : oidc.skipSubjectCheck, options);
   }
   const endpoint = new URL(configuration.serverMetadata().userinfo_endpoint!);
-  const response = await oidc.fetchProtectedResource(configuration, accessToken, endpoint, 'GET', undefined, new Headers({ accept: 'application/json' }));
+  const response = await oidc.fetchProtectedResource(configuration, accessToken, endpoint, 'GET', undefined, new Headers({ accept: 'application/json' }), options);
   if (!response.ok) throw new ProviderAnswerError('userinfo request failed', response.status);
   const body: unknown = await response.json();
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new ProviderAnswerError('userinfo is not a JSON object', 502);

@@ -10,9 +10,12 @@ import { gatehouseError } from '../errors.js';
 import type { Clock } from '../clock.js';
 import type { Span } from '@opentelemetry/api';
 import { activeSpan, annotate, traceAsCall } from '../tracing/tracing.js';
+import type { DpopKeys } from './dpop.js';
 
 export interface RefresherOptions {
   provider: Provider;
+  /** With `provider.dpop`: refresh requests carry a proof of the user's key (RFC 9449 §5). */
+  dpop?: DpopKeys | undefined;
   store: SessionStore;
   metrics: Metrics;
   refreshSkewMs: number;
@@ -111,12 +114,15 @@ export class TokenRefresher {
   }
 
   async #refresh(current: TokenRecord, log: FastifyBaseLogger, span: Span | undefined): Promise<TokenRecord> {
-    const { provider, store, metrics } = this.#options;
+    const { provider, store, metrics, dpop } = this.#options;
     const sentAt = this.#options.clock.now();
     let response: Awaited<ReturnType<typeof oidc.refreshTokenGrant>>;
+    // A record from before `dpop` was turned on has no key yet: it gets one now, bound to the refreshed token.
+    const dpopKey = dpop ? (current.dpopKey ?? (await dpop.generate()).key) : undefined;
     try {
+      const options = dpop && dpopKey ? { DPoP: await dpop.handle(dpopKey) } : undefined;
       // No `scope` parameter: the granted scope stays, and some servers reject a repeated one.
-      response = await traceAsCall('refresh', () => oidc.refreshTokenGrant(provider.configuration, current.refreshToken!));
+      response = await traceAsCall('refresh', () => oidc.refreshTokenGrant(provider.configuration, current.refreshToken!, undefined, options));
     } catch (err) {
       metrics.refreshes.inc({ result: 'failed' });
       const rejected = classifyProviderFailure(err) === 'rejected';
@@ -131,7 +137,7 @@ export class TokenRefresher {
     }
     let issued;
     try {
-      issued = readTokenResponse(response, sentAt, this.#options.defaultLifetime);
+      issued = readTokenResponse(response, sentAt, this.#options.defaultLifetime, dpop ? 'dpop' : 'bearer');
     } catch (err) {
       metrics.refreshes.inc({ result: 'failed' });
       annotate(span, { 'gatehouse.refresh.outcome': 'failed' });
@@ -152,6 +158,7 @@ export class TokenRefresher {
       expiresAt: issued.expiresAt,
       lifetime: issued.lifetime,
       claims,
+      ...(dpopKey ? { dpopKey } : {}),
     };
     await this.#persist(refreshed, current.refreshToken, log);
     metrics.refreshes.inc({ result: 'ok' });

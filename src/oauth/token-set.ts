@@ -15,11 +15,15 @@ export interface IssuedTokens {
  * (`sentAt`), so network time shortens the token's life rather than extending
  * it; without `expires_in` the configured default lifetime applies. The access
  * token stays opaque: it is never parsed.
- * @throws Error when the token type is not Bearer (compared case-insensitively, RFC 6749 §5.1).
+ * @param tokenType `dpop` with `provider.dpop`, else `bearer`: a DPoP-bound
+ *   token is useless without its key, and a Bearer token where DPoP was asked
+ *   for would silently drop the binding (RFC 9449 §5), so either mismatch is
+ *   an unusable answer of the AS.
+ * @throws Error when the token type is not the expected one (compared case-insensitively, RFC 6749 §5.1).
  */
-export function readTokenResponse(response: TokenEndpointResponse, sentAt: number, defaultLifetime: number): IssuedTokens {
-  if (response.token_type.toLowerCase() !== 'bearer') {
-    throw new TypeError(`token_type ${response.token_type} is not supported: the gateway sends Bearer tokens only`);
+export function readTokenResponse(response: TokenEndpointResponse, sentAt: number, defaultLifetime: number, tokenType: 'bearer' | 'dpop' = 'bearer'): IssuedTokens {
+  if (response.token_type.toLowerCase() !== tokenType) {
+    throw new TypeError(`token_type ${response.token_type} is not supported: the gateway expects ${tokenType === 'dpop' ? 'DPoP' : 'Bearer'} tokens`);
   }
   const lifetime = typeof response.expires_in === 'number' && response.expires_in > 0 ? response.expires_in : defaultLifetime;
   return {

@@ -2,6 +2,7 @@ import fp from 'fastify-plugin';
 import type { Config } from '../config/schema.js';
 import type { Provider } from '../oauth/provider.js';
 import type { TokenRefresher } from '../oauth/refresh.js';
+import type { DpopKeys } from '../oauth/dpop.js';
 import type { PendingLogins } from '../oauth/pending-login.js';
 import type { SessionStore } from '../session/store.js';
 import type { GatewayCookies } from '../http/cookies.js';
@@ -15,6 +16,8 @@ export interface GatewayContext {
   provider: Provider;
   store: SessionStore;
   refresher: TokenRefresher;
+  /** With `provider.dpop`: the users' DPoP keys and proofs (RFC 9449); otherwise undefined. */
+  dpop: DpopKeys | undefined;
   pendingLogins: PendingLogins;
   cookies: GatewayCookies;
   metrics: Metrics;

@@ -9,11 +9,14 @@ import { createCrossSiteCheck } from '../http/csrf.js';
 import { endToEndHeaders } from '../http/hop-by-hop.js';
 import { resolveSession } from './session.js';
 import { causeCode, endpointOf } from '../oauth/provider.js';
+import type { TokenRecord } from '../session/store.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
     /** The access token to send upstream, set once the session is resolved. */
     upstreamToken: string;
+    /** With `provider.dpop`: the DPoP proof sent with it (RFC 9449 §7.1); '' otherwise. */
+    upstreamProof: string;
     /** When the request was handed to the upstream (hrtime ns), for the latency histogram. */
     upstreamStart: bigint;
     /** Seconds the upstream took to answer with its head; -1 until it has. */
@@ -62,7 +65,7 @@ function isReplacedTrusted(name: string): boolean {
  */
 export const proxyPlugin = fp(
   async (fastify) => {
-    const { config, cookies, refresher, metrics } = fastify.gatehouse;
+    const { config, cookies, refresher, metrics, dpop } = fastify.gatehouse;
     const isCrossSite = createCrossSiteCheck(config);
     const publicUrl = new URL(config.server.publicUrl);
     const forwardedProto = publicUrl.protocol.slice(0, -1);
@@ -70,6 +73,7 @@ export const proxyPlugin = fp(
     const trustProxy = config.server.trustProxy;
 
     fastify.decorateRequest('upstreamToken', '');
+    fastify.decorateRequest('upstreamProof', '');
     fastify.decorateRequest('upstreamStart', 0n);
     fastify.decorateRequest('upstreamSeconds', -1);
     fastify.decorateRequest('userId', undefined);
@@ -99,6 +103,7 @@ export const proxyPlugin = fp(
       if (perUserLimit > 0) takeUserSlot(request, reply);
       const tokens = await refresher.fresh(resolved.tokens, request.log);
       request.upstreamToken = tokens.accessToken;
+      if (dpop) request.upstreamProof = await upstreamProof(request, tokens);
       // A token issued during this very request is not worth replacing if the upstream refuses it.
       request.upstreamRetryable =
         tokens === resolved.tokens && RETRYABLE_METHODS.has(request.method) && !hasBody(request) && refusedAfterRetry.peek(request.userKey) !== tokens.accessToken;
@@ -173,6 +178,8 @@ export const proxyPlugin = fp(
       try {
         const tokens = await refresher.replace(request.userKey, request.upstreamToken, request.log);
         request.upstreamToken = tokens.accessToken;
+        // A proof is good for one request (its jti): the retry gets its own.
+        if (dpop) request.upstreamProof = await upstreamProof(request, tokens);
       } catch (err) {
         reply.send(err);
         return;
@@ -184,7 +191,13 @@ export const proxyPlugin = fp(
 
     function rewriteRequestHeaders(request: FastifyRequest, incoming: IncomingHttpHeaders): IncomingHttpHeaders {
       const headers = endToEndHeaders(incoming, trustProxy ? isReplacedTrusted : isReplacedUntrusted);
-      headers.authorization = `Bearer ${request.upstreamToken}`;
+      if (request.upstreamProof === '') {
+        headers.authorization = `Bearer ${request.upstreamToken}`;
+      } else {
+        // RFC 9449 §7.1: the DPoP scheme and a proof for this method and URL; a browser's own DPoP header never passes.
+        headers.authorization = `DPoP ${request.upstreamToken}`;
+        headers.dpop = request.upstreamProof;
+      }
       headers['x-request-id'] = request.id;
       const cookie = incoming.cookie === undefined ? undefined : cookies.stripOwn(incoming.cookie);
       if (cookie !== undefined) headers.cookie = cookie;
@@ -208,6 +221,20 @@ export const proxyPlugin = fp(
     }
 
     const upstreamEndpoint = endpointOf(config.upstream).replace(/\/$/, '');
+
+    /**
+     * The proof for the request about to go upstream: `htu` is the URL it is
+     * sent to (the configured upstream, resolved as @fastify/reply-from
+     * resolves it), not the public URL the browser used (README "Client
+     * authentication and sender-constrained tokens", behind a gateway).
+     */
+    async function upstreamProof(request: FastifyRequest, tokens: TokenRecord): Promise<string> {
+      // A record from before `dpop` was turned on holds a Bearer token: sent as such until its refresh binds a key.
+      if (tokens.dpopKey === undefined) return '';
+      const source = request.url;
+      const target = new URL(source.length > 1 && source[1] === '/' ? `.${source}` : source, config.upstream);
+      return dpop!.proof(tokens.dpopKey, request.method, target, tokens.accessToken);
+    }
 
     function onError(reply: FastifyReply, { error }: { error: Error }): void {
       // Host and path of the upstream request, never its query (README "Logs").

@@ -27,7 +27,7 @@ type CallbackQuery = Record<string, string | string[] | undefined>;
  * a new session, and the browser is sent to its returnTo.
  */
 export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
-  const { config, provider, pendingLogins, cookies, store, metrics, redirectUri, basePath, clock } = fastify.gatehouse;
+  const { config, provider, pendingLogins, cookies, store, metrics, redirectUri, basePath, clock, dpop } = fastify.gatehouse;
   const ttlMs = config.session.ttl * 1000;
   const expectIdToken = provider.isOpenIdProvider && config.provider.scopes.includes('openid');
   const loginHref = `${basePath}${config.paths.login}`;
@@ -54,9 +54,11 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
       return sendError(request, reply, gatehouseError('GH_ERR_CALLBACK_STATE'), { href: loginHref, text: 'Sign in again' });
     }
 
-    const response = await exchangeCode(request, pending);
-    const identity = await identifyUser(request, response);
-    const issued = readTokenResponse(response.tokens, response.sentAt, config.tokens.defaultLifetime);
+    // A new key pair for every sign-in (RFC 9449 §5): the new token record replaces the old one, key included.
+    const dpopKey = dpop ? await dpop.generate() : undefined;
+    const response = await exchangeCode(request, pending, dpopKey?.handle);
+    const identity = await identifyUser(request, response, dpopKey?.handle);
+    const issued = readIssued(request, response);
 
     const logoutIds = backchannelLogoutIds(response.tokens);
     const sessionId = newSessionId();
@@ -69,7 +71,10 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
       const evicted = Object.keys(sessions).slice(0, Math.max(0, Object.keys(sessions).length - MAX_SESSIONS_PER_USER + 1));
       for (const old of evicted) delete sessions[old];
       // A new login replaces the user's token record; the user's other sessions share the new tokens (README "Storage").
-      await store.saveTokens({ userId: identity.userId, user: identity.user, ...issued, claims: identity.claims, sessions: { ...sessions, [hash]: expiresAt } }, now);
+      await store.saveTokens(
+        { userId: identity.userId, user: identity.user, ...issued, claims: identity.claims, sessions: { ...sessions, [hash]: expiresAt }, ...(dpopKey ? { dpopKey: dpopKey.key } : {}) },
+        now,
+      );
       await store.saveSession(hash, { userId: identity.userId, expiresAt, seenAt: now, ...(logoutIds.sid === undefined ? {} : { sid: logoutIds.sid }) }, now);
       await Promise.all(evicted.map((old) => store.deleteSession(old)));
     });
@@ -103,20 +108,37 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
     return store.claimOnce(key, PENDING_LOGIN_TTL_MS);
   }
 
-  async function exchangeCode(request: FastifyRequest, pending: PendingLogin) {
+  /** The token response's tokens, or GH_ERR_PROVIDER_UNAVAILABLE (503) when its token type is not the one this mode uses. */
+  function readIssued(request: FastifyRequest, response: Awaited<ReturnType<typeof exchangeCode>>) {
+    try {
+      return readTokenResponse(response.tokens, response.sentAt, config.tokens.defaultLifetime, dpop ? 'dpop' : 'bearer');
+    } catch (err) {
+      metrics.logins.inc({ result: 'provider_unavailable' });
+      request.log.warn({ failure: describeFailure(err), tokenType: String(response.tokens.token_type).slice(0, 16) }, 'token response unusable');
+      throw gatehouseError('GH_ERR_PROVIDER_UNAVAILABLE', { cause: err });
+    }
+  }
+
+  async function exchangeCode(request: FastifyRequest, pending: PendingLogin, dpopHandle: oidc.DPoPHandle | undefined) {
     const configuration = provider.configuration;
     const currentUrl = new URL(redirectUri);
     currentUrl.search = request.url.slice(request.url.indexOf('?'));
     const sentAt = clock.now();
     try {
       const tokens = await traceAsCall('token', () =>
-        oidc.authorizationCodeGrant(configuration, currentUrl, {
-          pkceCodeVerifier: pending.codeVerifier,
-          expectedState: pending.state,
-          // Without an issuer the ID token is ignored, so there is no nonce to check in it.
-          expectedNonce: provider.isOpenIdProvider ? pending.nonce : undefined,
-          idTokenExpected: expectIdToken,
-        }),
+        oidc.authorizationCodeGrant(
+          configuration,
+          currentUrl,
+          {
+            pkceCodeVerifier: pending.codeVerifier,
+            expectedState: pending.state,
+            // Without an issuer the ID token is ignored, so there is no nonce to check in it.
+            expectedNonce: provider.isOpenIdProvider ? pending.nonce : undefined,
+            idTokenExpected: expectIdToken,
+          },
+          undefined,
+          dpopHandle ? { DPoP: dpopHandle } : undefined,
+        ),
       );
       return { tokens, sentAt };
     } catch (err) {
@@ -124,10 +146,10 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
     }
   }
 
-  async function identifyUser(request: FastifyRequest, response: Awaited<ReturnType<typeof exchangeCode>>) {
+  async function identifyUser(request: FastifyRequest, response: Awaited<ReturnType<typeof exchangeCode>>, dpopHandle: oidc.DPoPHandle | undefined) {
     let identity;
     try {
-      identity = await identify(provider, response.tokens, config.provider.userIdClaim);
+      identity = await identify(provider, response.tokens, config.provider.userIdClaim, dpopHandle);
     } catch (err) {
       throw loginFailure(request, err, 'userinfo failed');
     }

@@ -2,6 +2,7 @@ import { LRUCache } from 'lru-cache';
 import { LockBusyError, lockFence, type Backend, type LockRelease } from './backends/backend.js';
 import { KEY_PREFIX } from './keys.js';
 import { Sealer } from './seal.js';
+import type { DpopKey } from '../oauth/dpop.js';
 import { gatehouseError, type GatehouseError } from '../errors.js';
 
 /** A browser session: the hash of its id points at a user. */
@@ -32,6 +33,11 @@ export interface TokenRecord {
   claims: Record<string, unknown>;
   /** Hashes of the user's live sessions -> their expiry (ms), to end them all at once. */
   sessions: Record<string, number>;
+  /**
+   * With `provider.dpop`: the key the access token is bound to (RFC 9449).
+   * Sealed with the rest of the record, never written in clear.
+   */
+  dpopKey?: DpopKey;
 }
 
 /** How long the store may stay silent before it counts as unreachable for /readyz. */

@@ -60,3 +60,9 @@ t.test('pushedAuthorization is auto, required or off; required needs discovery',
   ]);
   t.equal(loadConfig(withKeys({ provider: { ...endpoints, pushedAuthorization: 'auto' } }), {}).provider.pushedAuthorization, 'auto');
 });
+
+t.test('dpop is true or false, false by default', async (t) => {
+  t.equal(loadConfig(withKeys({}), {}).provider.dpop, false);
+  t.equal(loadConfig(withKeys({ provider: { dpop: true } }), {}).provider.dpop, true);
+  t.strictSame(problemsOf(withKeys({ provider: { dpop: 'yes' } })), ['provider.dpop: must be true or false']);
+});

@@ -22,6 +22,7 @@ t.test('every key not given takes the default of README "Configuration"', async 
       clientSecret: 's3cret',
       clientAuthMethod: 'client_secret_post',
       pushedAuthorization: 'auto',
+      dpop: false,
       scopes: ['openid', 'profile', 'email', 'offline_access'],
       userIdClaim: 'sub',
       timeout: 10,

@@ -31,6 +31,8 @@ export interface HarnessOptions {
   dpopBound?: boolean;
   /** The AS demands its own nonce in every DPoP proof (RFC 9449 §8). */
   dpopNonces?: boolean;
+  /** false: the AS does not support DPoP at all, and issues Bearer tokens whatever the client sends. */
+  dpopSupported?: boolean;
   /** Extra config, merged section by section over the harness's own; a function receives the started AS. */
   config?: Record<string, unknown> | ((as: AuthorizationServer) => Record<string, unknown>);
   /** Session store URL; default a fresh sqlite file in a temp dir. */
@@ -107,6 +109,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     issueRefreshTokens: options.issueRefreshTokens,
     pushedAuthorization: options.pushedAuthorization !== undefined,
     dpopNonces: options.dpopNonces ?? false,
+    dpop: options.dpopSupported ?? true,
   });
   asProxy.target = as.listenUrl;
   const upstream = await startUpstream({
