@@ -47,6 +47,8 @@ export interface GatewayOptions {
   nodeFlags?: string[];
   /** Entry point of the build to run (default CLI). */
   cli?: string;
+  /** provider.dpop: DPoP-bound tokens, a proof per proxied request. */
+  dpop?: boolean;
 }
 
 /** A gateway started through its real entry point, `node dist/cli.js --config FILE`. */
@@ -169,7 +171,7 @@ provider:
   clientId: ${CLIENT_ID}
   clientSecret: \${GATEHOUSE_CLIENT_SECRET}
   clientAuthMethod: client_secret_post
-upstream: ${o.upstreamUrl}
+${o.dpop ? '  dpop: true\n' : ''}upstream: ${o.upstreamUrl}
 session:
   store: ${o.sqlitePath === undefined ? 'sqlite://data/sessions.sqlite' : `sqlite://${o.sqlitePath}`}
   cacheSize: ${o.cacheSize ?? 10000}

@@ -57,8 +57,9 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
     // A new key pair for every sign-in (RFC 9449 §5): the new token record replaces the old one, key included.
     const dpopKey = dpop ? await dpop.generate() : undefined;
     const response = await exchangeCode(request, pending, dpopKey?.handle);
-    const identity = await identifyUser(request, response, dpopKey?.handle);
+    // The token type is checked before the token is used for anything (userinfo included).
     const issued = readIssued(request, response);
+    const identity = await identifyUser(request, response, dpopKey?.handle);
 
     const logoutIds = backchannelLogoutIds(response.tokens);
     const sessionId = newSessionId();
