@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { cpSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -47,7 +47,8 @@ t.test('npm pack: the tarball installs in an empty folder and runs', async (t) =
 
   const version = await run('npx', ['--no-install', 'gatehouse', '--version'], app);
   t.equal(version.code, 0, version.stderr);
-  t.equal(version.stdout.trim(), '0.1.0');
+  const { version: packaged } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+  t.equal(version.stdout.trim(), packaged, 'the version of the package that was packed');
 
   const port = await freePort();
   const as = await startAuthorizationServer({ clients: [{ clientId: 'packed', clientSecret: 'packed-secret', redirectUris: [`http://127.0.0.1:${port}/callback`] }] });
