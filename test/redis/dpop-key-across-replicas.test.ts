@@ -3,6 +3,7 @@ import { redisMissing } from '../helpers/redis.js';
 import { signIn } from '../helpers/sign-in.js';
 import { startDpopUpstream } from '../helpers/dpop-upstream.js';
 import { get, startReplicas } from './replicas.js';
+import { storedTokens } from '../helpers/refresh.js';
 
 /**
  * README "Client authentication and sender-constrained tokens": with
@@ -32,7 +33,7 @@ t.test('two replicas on Redis sign one user\'s proofs with the same key, kept se
   t.equal(jktB, jktA, 'both proofs were made with the same key');
   t.equal(upstream.checks.filter((check) => check.verdict === 'ok').length, 2);
 
-  const record = await h.gateway.context.store.getTokens('alice', true);
+  const record = await storedTokens(h, 'alice');
   t.ok(record?.dpopKey?.d);
   const keys = await inspect.keys('*');
   const values = (await Promise.all(keys.filter((key) => !key.endsWith(':sessions')).map((key) => inspect.get(key)))).join('\n');

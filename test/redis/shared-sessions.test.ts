@@ -3,7 +3,7 @@ import { hashSessionId } from '../../src/session/session-id.js';
 import { redisMissing } from '../helpers/redis.js';
 import { signIn } from '../helpers/sign-in.js';
 import { activeSessions, get, signInAcross, startReplicas, within } from './replicas.js';
-import { storedTokens } from '../helpers/refresh.js';
+import { storedTokens, userKey } from '../helpers/refresh.js';
 
 /**
  * README "Run several replicas (Redis)": replicas sharing `redis://` share sessions and token records, and
@@ -30,7 +30,7 @@ t.test('a session created on one replica works on the other; logout on one ends 
   t.notOk(keys.some((key) => key.includes(sessionId)), 'no key names the raw session id');
   const sessionKey = `gatehouse:s:${hashSessionId(sessionId)}`;
   t.ok(keys.includes(sessionKey), 'the session is stored under the hash of its id');
-  for (const key of [sessionKey, 'gatehouse:t:alice']) {
+  for (const key of [sessionKey, `gatehouse:t:${userKey(h, 'alice')}`]) {
     const ttl = await inspect.pTTL(key);
     t.ok(ttl > 3_590_000 && ttl <= 3_600_000, `${key} expires with the session (PTTL ${ttl})`);
   }
