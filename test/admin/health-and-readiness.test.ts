@@ -23,7 +23,8 @@ t.test('healthz and readyz on the admin listener only', async (t) => {
 });
 
 t.test('readyz answers 503 while shutting down, and healthz 200, until the in-flight request is done', async (t) => {
-  const h = await startHarness();
+  // The default grace (10 s): 32 MiB must finish inside it even on a busy two-core machine (1 s did not, now and then).
+  const h = await startHarness({ config: { server: { shutdownGrace: 10 } } });
   t.teardown(() => h.close());
   const admin = h.gateway.adminAddress;
   const { cookie } = await signIn(h.url, { user: 'alice' });
