@@ -179,5 +179,9 @@ session:
 # The bench signs a thousand users in from one address: the sign-in rate limit would refuse most.
 rateLimit:
   max: 0
+# The hot path at 200 connections and the refresh storm (1,000 at once) are one user's requests:
+# the per-user limit (README "Limits under abuse") would answer most with 429.
+limits:
+  perUserConcurrency: 0
 ${o.refreshSkew === undefined ? '' : `tokens:\n  refreshSkew: ${o.refreshSkew}\n`}`;
 }
