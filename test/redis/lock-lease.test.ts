@@ -3,18 +3,11 @@ import { randomBytes } from 'node:crypto';
 import { openBackend } from '../../src/session/backends/open.js';
 import { lockFence } from '../../src/session/backends/backend.js';
 import { Sealer } from '../../src/session/seal.js';
-import { SessionStore, type TokenRecord } from '../../src/session/store.js';
+import { SessionStore } from '../../src/session/store.js';
+import { tokenRecord } from '../helpers/token-record.js';
 import { redisMissing, startRedis, type RedisServer } from '../helpers/redis.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const record = (userId: string, accessToken: string): TokenRecord => ({
-  userId,
-  accessToken,
-  expiresAt: Date.now() + 60_000,
-  lifetime: 60,
-  claims: {},
-  sessions: { h: Date.now() + 60_000 },
-});
 
 async function openStore(t: Test, redis: RedisServer, prefix: string, sealer: Sealer) {
   const backend = await openBackend(redis.url, process.cwd(), prefix, { lockTtlMs: 300, lockWaitMs: 400 });
@@ -56,7 +49,7 @@ t.test('shared lock: busy, leased, fenced', { skip: redisMissing }, async (t) =>
       const ttl = await redis.command('PTTL', `${prefix}:lock:user:slow`);
       t.match(ttl, /^:\d+/, `the lock is still there after 3 leases (PTTL ${ttl.trim()})`);
       t.ok(Number(ttl.slice(1)) > 0);
-      await store.saveTokens(record('slow', 'written-under-lock'));
+      await store.saveTokens(tokenRecord('slow', 'written-under-lock'));
       return 'done';
     });
     t.equal(result, 'done');
@@ -65,13 +58,13 @@ t.test('shared lock: busy, leased, fenced', { skip: redisMissing }, async (t) =>
   });
 
   t.test('a write under a lock that was taken over is refused', async (t) => {
-    await other.saveTokens(record('late', 'old'));
+    await other.saveTokens(tokenRecord('late', 'old'));
     const attempt = store.withLock('user:late', async () => {
       // The lease lapses (a paused process, say) and another replica takes the lock and writes a newer record.
       await redis.command('SET', `${prefix}:lock:user:late`, 'another-replica', 'PX', '60000');
       // (Outside this task's lock context, as another process would be.)
-      await lockFence.exit(() => other.saveTokens(record('late', 'newer')));
-      await store.saveTokens(record('late', 'stale'));
+      await lockFence.exit(() => other.saveTokens(tokenRecord('late', 'newer')));
+      await store.saveTokens(tokenRecord('late', 'stale'));
     });
     await t.rejects(attempt, { code: 'GH_ERR_STORE_BUSY' }, 'the late holder is told its write was not made');
     t.equal((await other.getTokens('late', true))?.accessToken, 'newer', 'the newer record is kept');

@@ -5,17 +5,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openBackend } from '../../src/session/backends/open.js';
 import { Sealer } from '../../src/session/seal.js';
-import { SessionStore, type TokenRecord } from '../../src/session/store.js';
+import { SessionStore } from '../../src/session/store.js';
+import { tokenRecord } from '../helpers/token-record.js';
 import { redisMissing, startRedis } from '../helpers/redis.js';
 
-const record = (userId: string, accessToken: string): TokenRecord => ({
-  userId,
-  accessToken,
-  expiresAt: Date.now() + 60_000,
-  lifetime: 60,
-  claims: {},
-  sessions: { h: Date.now() + 60_000 },
-});
 
 /**
  * SPEC §6 and the issue's item 6: a backend read in flight while this
@@ -44,9 +37,9 @@ async function races(t: Test, url: string, cwd: string): Promise<void> {
 
   for (let round = 0; round < 20; round += 1) {
     const userId = `user-${round}`;
-    await writer.saveTokens(record(userId, 'old'));
+    await writer.saveTokens(tokenRecord(userId, 'old'));
     const reading = store.getTokens(userId, true);
-    await store.saveTokens(record(userId, 'new'));
+    await store.saveTokens(tokenRecord(userId, 'new'));
     await reading;
     t.equal((await store.getTokens(userId))?.accessToken, 'new', `round ${round}: a rewritten record is read as written`);
     const readingAgain = store.getTokens(userId, true);
