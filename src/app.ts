@@ -30,6 +30,7 @@ import { buildAdmin } from './admin/server.js';
 import { Readiness } from './admin/readiness.js';
 import { systemClock, type Clock } from './clock.js';
 import type { Tracing } from './tracing/tracing.js';
+import { compileRoutes } from './routing/route-table.js';
 
 export interface GatewayOptions {
   logger: Logger;
@@ -73,6 +74,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
     metrics,
     clock,
     dpop,
+    routes: compileRoutes(config),
     refresher: new TokenRefresher({
       provider,
       dpop,

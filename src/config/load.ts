@@ -193,7 +193,11 @@ function repaired(document: unknown, errors: ValueError[]): unknown {
     const firstIndex = parts.findIndex((part) => /^\d+$/.test(part));
     const path = firstIndex < 0 ? parts : parts.slice(0, firstIndex);
     const owner = path.slice(0, -1).reduce(child, copy);
-    if (isMapping(owner) && path.length > 0) delete owner[path.at(-1)!];
+    if (!isMapping(owner) || path.length === 0) continue;
+    // A required key without a default (provider.clientId) gets a stand-in, so the other keys are still checked.
+    const standIn = firstIndex < 0 && !('default' in error.schema) ? standInFor(error.schema) : undefined;
+    if (standIn === undefined) delete owner[path.at(-1)!];
+    else owner[path.at(-1)!] = standIn;
   }
   const candidate = Value.Default(ConfigSchema, copy);
   return Value.Check(ConfigSchema, candidate) ? candidate : undefined;

@@ -20,10 +20,10 @@ const duration = (defaultValue: string) =>
 const text = (defaultValue?: string) =>
   Type.String({ minLength: 1, errorMessage: 'must be a non-empty string', ...(defaultValue === undefined ? {} : { default: defaultValue }) });
 
-const oneOf = <const T extends string[]>(values: T, defaultValue: T[number]) =>
+const oneOf = <const T extends string[]>(values: T, defaultValue?: T[number]) =>
   Type.Union(
     values.map((value) => Type.Literal(value)),
-    { default: defaultValue, errorMessage: `must be one of: ${values.join(', ')}` },
+    { ...(defaultValue === undefined ? {} : { default: defaultValue }), errorMessage: `must be one of: ${values.join(', ')}` },
   ) as unknown as TSchema & { static: T[number] };
 
 const port = (defaultValue: number) =>
@@ -31,6 +31,46 @@ const port = (defaultValue: number) =>
 
 const section = <T extends Parameters<typeof Type.Object>[0]>(properties: T) =>
   Type.Object(properties, { additionalProperties: false, default: {}, errorMessage: 'must be a mapping of keys' });
+
+const HEADER_NAME = "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$";
+
+/** One entry of `routes` (README "Routes"): which paths go where, and who may pass. */
+const RouteSchema = Type.Object(
+  {
+    /** A prefix on path-segment boundaries: /api/orders matches /api/orders and /api/orders/7, never /api/ordersx. */
+    path: Type.String({ pattern: '^/', errorMessage: 'must be an absolute path such as /api/orders' }),
+    /** Origin plus an optional base path: http://orders:8080/v1. */
+    upstream: text(),
+    /** Whether the route's path is removed before the upstream's base path is put in front. */
+    stripPrefix: Type.Boolean({ default: false, errorMessage: 'must be true or false' }),
+    auth: oneOf(['required', 'optional', 'public'], 'required'),
+    /** Default: `access`, and `none` on public routes. */
+    token: Type.Optional(oneOf(['access', 'none'])),
+    onUnauthenticated: oneOf(['auto', 'page', '401'], 'auto'),
+    /** Identity headers: header name -> claim of the user's ID token or userinfo. */
+    headers: Type.Record(Type.String({ pattern: HEADER_NAME }), text(), {
+      default: {},
+      errorMessage: 'must map header names (letters, digits, dashes) to claim names',
+    }),
+    allow: Type.Optional(
+      Type.Object(
+        {
+          emailDomains: Type.Optional(Type.Array(text(), { minItems: 1, errorMessage: 'must be a list of domains such as example.com' })),
+          claims: Type.Optional(
+            Type.Record(Type.String({ minLength: 1 }), Type.Array(Type.Union([Type.String(), Type.Number(), Type.Boolean()]), { minItems: 1 }), {
+              errorMessage: 'must map claim names to lists of allowed values',
+            }),
+          ),
+        },
+        { additionalProperties: false, errorMessage: 'must be a mapping with emailDomains and/or claims' },
+      ),
+    ),
+    websocket: Type.Boolean({ default: false, errorMessage: 'must be true or false' }),
+    /** Time to the upstream's response head; then 504. */
+    timeout: duration('30s'),
+  },
+  { additionalProperties: false, errorMessage: 'must be a mapping with path, upstream and the route options' },
+);
 
 export const ConfigSchema = Type.Object(
   {
@@ -61,7 +101,7 @@ export const ConfigSchema = Type.Object(
       userinfoEndpoint: Type.Optional(text()),
       revocationEndpoint: Type.Optional(text()),
       endSessionEndpoint: Type.Optional(text()),
-      clientId: text('gatehouse'),
+      clientId: text(),
       clientSecret: Type.Optional(text()),
       clientAuthMethod: oneOf(['client_secret_post', 'client_secret_basic', 'none', 'private_key_jwt'], 'client_secret_post'),
       /** PEM (PKCS#8) private key for `private_key_jwt`. */
@@ -83,6 +123,8 @@ export const ConfigSchema = Type.Object(
       timeout: duration('10s'),
     }),
     upstream: text('http://127.0.0.1:3000'),
+    /** Several upstreams and per-path auth (README "Routes"); without it every path goes to `upstream` with `auth: required`. */
+    routes: Type.Optional(Type.Array(RouteSchema, { minItems: 1, errorMessage: 'must be a list of routes, each with path and upstream' })),
     session: section({
       cookieName: Type.String({
         pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$",
@@ -157,6 +199,7 @@ export const ConfigSchema = Type.Object(
 
 /** The validated configuration, durations in seconds. */
 export type Config = StaticDecode<typeof ConfigSchema>;
+export type RouteConfig = StaticDecode<typeof RouteSchema>;
 
 /** Paths of secret values, shown as `[redacted]` by `gatehouse check`. */
 export const SECRET_KEYS = ['provider.clientSecret', 'provider.privateKey', 'session.encryptionKeys'] as const;

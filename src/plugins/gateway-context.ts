@@ -9,6 +9,7 @@ import type { GatewayCookies } from '../http/cookies.js';
 import type { Metrics, RouteClass } from '../metrics/metrics.js';
 import type { Clock } from '../clock.js';
 import type { PageRenderer } from '../http/page-template.js';
+import type { RouteTable } from '../routing/route-table.js';
 
 /** Everything the routes and plugins share, built once by buildGateway. */
 export interface GatewayContext {
@@ -27,6 +28,8 @@ export interface GatewayContext {
   redirectUri: string;
   /** Path of publicUrl without a trailing slash ('' at the root): prefix of links the browser follows. */
   basePath: string;
+  /** `routes` (or the one-route form), compiled once: which upstream, auth and headers a path gets. */
+  routes: RouteTable;
   /** What tells the time where it decides an outcome (idle timeout, token expiry). */
   clock: Clock;
 }

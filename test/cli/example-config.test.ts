@@ -34,13 +34,16 @@ t.test('without the variables it references, check names both', async (t) => {
 
 t.test('every key of the schema appears in its section, set or commented out, with a comment', async (t) => {
   const sections = new Map<string, string>();
-  for (const block of text.split(/\n(?=[a-z])/)) sections.set(/^([a-zA-Z]+):/.exec(block)?.[1] ?? '', block);
-  const schema = ConfigSchema.properties as Record<string, { properties?: Record<string, unknown> }>;
+  // A section may be commented out as a whole (`# routes:`).
+  for (const block of text.split(/\n(?=(?:# )?[a-z][a-zA-Z]*:(?: |$))/m)) sections.set(/^(?:# )?([a-zA-Z]+):/.exec(block)?.[1] ?? '', block);
+  type Schema = { properties?: Record<string, unknown>; items?: Schema };
+  const schema = ConfigSchema.properties as Record<string, Schema>;
   for (const [section, sectionSchema] of Object.entries(schema)) {
     const block = sections.get(section);
-    if (!t.ok(block, `section ${section} is in the example`) || !sectionSchema.properties) continue;
-    for (const key of Object.keys(sectionSchema.properties)) {
-      t.match(block, new RegExp(`^ +(# )?${key}:`, 'm'), `${section}.${key} is in the example`);
+    const properties = sectionSchema.properties ?? sectionSchema.items?.properties;
+    if (!t.ok(block, `section ${section} is in the example`) || !properties) continue;
+    for (const key of Object.keys(properties)) {
+      t.match(block, new RegExp(`^#? +(# )?(- )?${key}:`, 'm'), `${section}.${key} is in the example`);
     }
   }
   for (const key of ['authorizationEndpoint', 'tokenEndpoint', 'userinfoEndpoint', 'revocationEndpoint', 'endSessionEndpoint', 'privateKey', 'privateKeyId', 'postLogoutRedirectUri']) {
@@ -52,6 +55,6 @@ t.test('every key of the schema appears in its section, set or commented out, wi
 
 t.test('the keys it sets hold the defaults, besides the issuer and the client secret', async (t) => {
   const example = loadConfigFile(`${ROOT}${EXAMPLE}`, env);
-  const defaults = loadConfig({ provider: { issuer: 'https://idp.example.com', clientSecret: '${GATEHOUSE_CLIENT_SECRET}' } }, env);
+  const defaults = loadConfig({ provider: { issuer: 'https://idp.example.com', clientId: 'gatehouse', clientSecret: '${GATEHOUSE_CLIENT_SECRET}' } }, env);
   t.strictSame(example, defaults);
 });

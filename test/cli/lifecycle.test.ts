@@ -108,7 +108,7 @@ t.test('a SIGTERM while start-up still waits for the AS ends the process with ex
   const config = join(cast.dir, 'silent-as.yaml');
   writeFileSync(
     config,
-    `server:\n  host: 127.0.0.1\n  port: 0\n  publicUrl: ${cast.publicUrl}\nadmin:\n  port: 0\nprovider:\n  issuer: http://127.0.0.1:${port}\n  clientSecret: s\n  timeout: 1s\nsession:\n  store: memory://\n  encryptionKeys: [\${GATEHOUSE_SESSION_KEY}]\n`,
+    `server:\n  host: 127.0.0.1\n  port: 0\n  publicUrl: ${cast.publicUrl}\nadmin:\n  port: 0\nprovider:\n  issuer: http://127.0.0.1:${port}\n  clientId: gatehouse\n  clientSecret: s\n  timeout: 1s\nsession:\n  store: memory://\n  encryptionKeys: [\${GATEHOUSE_SESSION_KEY}]\n`,
   );
   const gateway = spawnCli(['--config', config], cast.env, cast.dir);
   t.teardown(() => gateway.stop());

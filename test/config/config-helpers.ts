@@ -5,10 +5,10 @@ import { ConfigError } from '../../src/errors.js';
 /** A valid 32-byte key, base64. */
 export const KEY = randomBytes(32).toString('base64');
 
-/** The smallest valid document: an issuer, a client secret and a key. */
+/** The smallest valid document: an issuer, a client id and secret, and a key. */
 export function minimal(): Record<string, Record<string, unknown> | string> {
   return {
-    provider: { issuer: 'https://idp.example.com', clientSecret: 'client-secret' },
+    provider: { issuer: 'https://idp.example.com', clientId: 'gatehouse', clientSecret: 'client-secret' },
     session: { encryptionKeys: [KEY] },
   };
 }

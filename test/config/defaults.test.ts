@@ -2,9 +2,9 @@ import t from 'tap';
 import { loadConfig } from '../../src/config/load.js';
 import { KEY, problemsOf } from './config-helpers.js';
 
-/** README "Configuration": "Defaults are those shown, except the provider endpoints and clientSecret, which have none." */
+/** README "Configuration": "Defaults are those shown, except provider.clientId, the provider endpoints and clientSecret, which have none." */
 t.test('every key not given takes the default of README "Configuration"', async (t) => {
-  const config = loadConfig({ provider: { issuer: 'https://idp.example.com', clientSecret: 's3cret' } }, { GATEHOUSE_SESSION_KEY: KEY });
+  const config = loadConfig({ provider: { issuer: 'https://idp.example.com', clientId: 'gatehouse', clientSecret: 's3cret' } }, { GATEHOUSE_SESSION_KEY: KEY });
   t.strictSame(config, {
     server: {
       host: '0.0.0.0',
@@ -53,15 +53,16 @@ t.test('every key not given takes the default of README "Configuration"', async 
   }
 });
 
-t.test('without clientSecret and without GATEHOUSE_SESSION_KEY the defaults do not make a valid config', async (t) => {
+t.test('without clientId, clientSecret and GATEHOUSE_SESSION_KEY the defaults do not make a valid config', async (t) => {
   t.strictSame(problemsOf({ provider: { issuer: 'https://idp.example.com' } }), [
     'session.encryptionKeys[0]: environment variable GATEHOUSE_SESSION_KEY is not set',
+    'provider.clientId: required',
     'provider.clientSecret: required with clientAuthMethod client_secret_post',
   ]);
 });
 
 t.test('the loaded configuration is frozen, down to its lists', async (t) => {
-  const config = loadConfig({ provider: { issuer: 'https://idp.example.com', clientSecret: 's' }, session: { encryptionKeys: [KEY] } }, {});
+  const config = loadConfig({ provider: { issuer: 'https://idp.example.com', clientId: 'gatehouse', clientSecret: 's' }, session: { encryptionKeys: [KEY] } }, {});
   t.ok(Object.isFrozen(config) && Object.isFrozen(config.session) && Object.isFrozen(config.session.encryptionKeys));
   t.throws(() => {
     (config.server as { port: number }).port = 1;
@@ -69,7 +70,7 @@ t.test('the loaded configuration is frozen, down to its lists', async (t) => {
 });
 
 t.test('a section whose keys are all commented out (YAML null) means all of its defaults', async (t) => {
-  const config = loadConfig({ server: null, provider: { issuer: 'https://idp.example.com', clientSecret: 's' }, session: { encryptionKeys: [KEY] } }, {});
+  const config = loadConfig({ server: null, provider: { issuer: 'https://idp.example.com', clientId: 'gatehouse', clientSecret: 's' }, session: { encryptionKeys: [KEY] } }, {});
   t.equal(config.server.port, 8080);
 });
 
@@ -77,7 +78,7 @@ t.test('server.idleTimeout and limits.perUserConcurrency are validated', async (
   const problems = problemsOf({ server: { idleTimeout: 'soon' }, limits: { perUserConcurrency: -1 } });
   t.ok(problems.some((line) => line.startsWith('server.idleTimeout: must be a duration')), problems.join('\n'));
   t.ok(problems.some((line) => line.startsWith('limits.perUserConcurrency: must be a whole number')), problems.join('\n'));
-  const given = loadConfig({ provider: { issuer: 'https://idp.example.com', clientSecret: 's' }, server: { idleTimeout: '2m' }, limits: { perUserConcurrency: 0 } }, { GATEHOUSE_SESSION_KEY: KEY });
+  const given = loadConfig({ provider: { issuer: 'https://idp.example.com', clientId: 'gatehouse', clientSecret: 's' }, server: { idleTimeout: '2m' }, limits: { perUserConcurrency: 0 } }, { GATEHOUSE_SESSION_KEY: KEY });
   t.equal(given.server.idleTimeout, 120);
   t.equal(given.limits.perUserConcurrency, 0, '0 turns the limit off');
 });

@@ -39,7 +39,7 @@ t.test('a reference is replaced as the whole value, inside a string, several tim
 
 t.test('a value is used literally: not interpolated again, not parsed as YAML', async (t) => {
   const secret = 'a, b]: #c ${HOME} [d]';
-  const file = fileWith('literal.yaml', 'provider:\n  issuer: https://idp.example.com\n  clientSecret: ${SECRET}\nsession:\n  encryptionKeys: [${KEY}]\n');
+  const file = fileWith('literal.yaml', 'provider:\n  issuer: https://idp.example.com\n  clientId: gatehouse\n  clientSecret: ${SECRET}\nsession:\n  encryptionKeys: [${KEY}]\n');
   const config = loadConfigFile(file, { SECRET: secret, KEY, HOME: '/should/not/appear' });
   t.equal(config.provider.clientSecret, secret);
 });
@@ -54,6 +54,7 @@ t.test('references work in YAML flow sequences ([${KEY}]), block sequences and q
       "  host: '${BIND}'",
       'provider:',
       '  issuer: https://${HOST}/realms/${REALM}',
+      '  clientId: gatehouse',
       '  clientSecret: ${SECRET}',
       '  scopes: [openid, ${SCOPE}, email]',
       'session:',
@@ -88,7 +89,7 @@ t.test('a missing variable is reported as `key: environment variable NAME is not
 });
 
 t.test('a missing variable in a YAML file names the key, through the flow sequence too', async (t) => {
-  const file = fileWith('missing.yaml', 'provider:\n  issuer: https://idp.example.com\n  clientSecret: ${GATEHOUSE_CLIENT_SECRET}\nsession:\n  encryptionKeys: [${GATEHOUSE_SESSION_KEY}]\n');
+  const file = fileWith('missing.yaml', 'provider:\n  issuer: https://idp.example.com\n  clientId: gatehouse\n  clientSecret: ${GATEHOUSE_CLIENT_SECRET}\nsession:\n  encryptionKeys: [${GATEHOUSE_SESSION_KEY}]\n');
   const error = t.throws(() => loadConfigFile(file, {})) as ConfigError;
   t.strictSame(error.problems, [
     'provider.clientSecret: environment variable GATEHOUSE_CLIENT_SECRET is not set',

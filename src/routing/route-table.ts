@@ -1,0 +1,127 @@
+import type { Config, RouteConfig } from '../config/schema.js';
+import { compileAllow, type Allow } from './allow.js';
+
+export type RouteAuth = 'required' | 'optional' | 'public';
+
+/** A header the gateway sets from a claim of the signed-in user. */
+export interface IdentityHeader {
+  /** Lower-case header name. */
+  name: string;
+  claim: string;
+}
+
+/** One compiled entry of `routes` (README "Routes"). */
+export interface Route {
+  /** The configured path without a trailing slash ('/' stays '/'). */
+  path: string;
+  /** What metrics and access-log lines call the route: its path, or `proxy` for the one-route form. */
+  label: string;
+  /** `http://host:port` of the upstream: the only host this route's requests, and its tokens, go to. */
+  origin: string;
+  /** The upstream URL's path without a trailing slash ('' for none). */
+  basePath: string;
+  stripPrefix: boolean;
+  auth: RouteAuth;
+  /** Whether the user's access token goes upstream. */
+  sendsToken: boolean;
+  onUnauthenticated: 'auto' | 'page' | '401';
+  headers: readonly IdentityHeader[];
+  /** Who may pass once signed in; undefined lets every signed-in user pass. */
+  allow: Allow | undefined;
+  websocket: boolean;
+  /** Seconds to the upstream's response head. */
+  timeout: number;
+}
+
+/** The routes, compiled once at start-up. */
+export interface RouteTable {
+  /** Longest path first. */
+  readonly routes: readonly Route[];
+  /** Every header any route names (lower case): removed from every incoming request on every route. */
+  readonly identityHeaderNames: ReadonlySet<string>;
+  /** The route whose path is the longest prefix of `path` (no query) on a segment boundary; undefined when none is. */
+  match(path: string): Route | undefined;
+}
+
+/** The one route of a config without `routes` (SPEC §9). */
+const ONE_ROUTE_LABEL = 'proxy';
+
+/**
+ * Compiles `routes`, or the one-route form `{path: /, upstream, auth: required}`.
+ * The config has passed `check`, so every upstream is an absolute http(s) URL.
+ * @example compileRoutes(config).match('/api/orders/7')?.origin // 'http://orders:8080'
+ */
+export function compileRoutes(config: Config): RouteTable {
+  const entries: readonly RouteConfig[] = config.routes ?? [
+    { path: '/', upstream: config.upstream, stripPrefix: false, auth: 'required', onUnauthenticated: 'auto', headers: {}, websocket: false, timeout: 30 },
+  ];
+  const routes = entries.map((entry) => compileRoute(entry, config.routes === undefined ? ONE_ROUTE_LABEL : undefined));
+  routes.sort((a, b) => b.path.length - a.path.length);
+  const identityHeaderNames = new Set(routes.flatMap((route) => route.headers.map((header) => header.name)));
+  return {
+    routes,
+    identityHeaderNames,
+    match(path) {
+      for (const route of routes) {
+        if (isUnder(path, route.path)) return route;
+      }
+      return undefined;
+    },
+  };
+}
+
+function compileRoute(entry: RouteConfig, label: string | undefined): Route {
+  const upstream = new URL(entry.upstream);
+  const path = normalRoutePath(entry.path);
+  return {
+    path,
+    label: label ?? path,
+    origin: upstream.origin,
+    basePath: upstream.pathname.replace(/\/+$/, ''),
+    stripPrefix: entry.stripPrefix,
+    auth: entry.auth,
+    sendsToken: (entry.token ?? (entry.auth === 'public' ? 'none' : 'access')) === 'access',
+    onUnauthenticated: entry.onUnauthenticated,
+    headers: Object.entries(entry.headers).map(([name, claim]) => ({ name: name.toLowerCase(), claim })),
+    allow: entry.allow === undefined ? undefined : compileAllow(entry.allow),
+    websocket: entry.websocket,
+    timeout: entry.timeout,
+  };
+}
+
+/** `/assets/` and `/assets` are one route: a prefix on segment boundaries. */
+export function normalRoutePath(path: string): string {
+  return path.length > 1 ? path.replace(/\/+$/, '') || '/' : path;
+}
+
+/** Whether `path` is `prefix` or lies under it on a segment boundary (`/api` covers `/api/x`, never `/apix`). */
+export function isUnder(path: string, prefix: string): boolean {
+  if (prefix === '/') return true;
+  return path.startsWith(prefix) && (path.length === prefix.length || path.charCodeAt(prefix.length) === 47 /* / */);
+}
+
+/**
+ * The path and query sent upstream for a request path (and query) under
+ * `route`: the route's prefix removed when it strips it, the upstream's base
+ * path in front.
+ * @example upstreamPath(ordersRoute, '/api/orders/7?x=1') // '/v1/7?x=1' with stripPrefix and upstream http://orders/v1
+ */
+export function upstreamPath(route: Route, url: string): string {
+  let rest = url;
+  if (route.stripPrefix && route.path !== '/') {
+    rest = url.slice(route.path.length);
+    if (rest === '' || rest[0] === '?') rest = `/${rest}`;
+  }
+  return route.basePath === '' ? rest : `${route.basePath}${rest}`;
+}
+
+const DOT_SEGMENT = /(?:^|\/)(?:\.|%2e){1,2}(?:\/|$)/i;
+
+/**
+ * Whether a request path holds a `.` or `..` segment, raw or percent-encoded,
+ * or a backslash: such a path could match one route here and mean another
+ * path at the upstream (`/assets/../admin`), so it is refused, never matched.
+ */
+export function isAmbiguousPath(path: string): boolean {
+  return DOT_SEGMENT.test(path) || path.includes('\\') || /%5c/i.test(path);
+}
