@@ -31,6 +31,7 @@ admin:
   port: 0
 provider:
   issuer: https://idp.example.com
+  clientId: gatehouse
   clientSecret: \${GATEHOUSE_CLIENT_SECRET}
 session:
   store: redis://gatehouse:${redisPassword}@127.0.0.1:6379/0
@@ -72,7 +73,7 @@ t.test('an invalid config exits non-zero before listening, one line per problem 
 });
 
 t.test('every problem shows, the cookie rule too, once the schema problems are fixed', async (t) => {
-  const fixed = file('half-fixed.yaml', `provider:\n  issuer: https://idp.example.com\n  clientSecret: s\nsession:\n  store: memory://\n  encryptionKeys: [${keys[0]}]\n  cookieSameSite: none\nserver:\n  publicUrl: http://127.0.0.1:1\n`);
+  const fixed = file('half-fixed.yaml', `provider:\n  issuer: https://idp.example.com\n  clientId: gatehouse\n  clientSecret: s\nsession:\n  store: memory://\n  encryptionKeys: [${keys[0]}]\n  cookieSameSite: none\nserver:\n  publicUrl: http://127.0.0.1:1\n`);
   const result = await runCli(['--config', fixed]);
   t.equal(result.code, 1);
   t.strictSame(result.stderr.trimEnd().split('\n'), ['session.cookieSameSite: none requires a Secure cookie (an https publicUrl or session.cookieSecure: true)']);
@@ -87,7 +88,7 @@ t.test('check prints the effective config as YAML, secrets redacted, and exits 0
   t.equal(printed.provider!.clientSecret, '[redacted]');
   t.strictSame(printed.session!.encryptionKeys, ['[redacted]', '[redacted]']);
   t.equal(printed.session!.store, 'redis://gatehouse:[redacted]@127.0.0.1:6379/0');
-  t.equal(printed.provider!.clientId, 'gatehouse', 'defaults are shown');
+  t.equal(printed.provider!.clientAuthMethod, 'client_secret_post', 'defaults are shown');
   t.equal(printed.server!.shutdownGrace, '10s');
 });
 
@@ -129,7 +130,7 @@ t.test('no config file, an unreadable one, or an unknown command: a clear messag
 t.test('check prints warnings on stderr and still exits 0', async (t) => {
   const warned = file(
     'warned.yaml',
-    `provider:\n  issuer: https://idp.example.com\n  clientSecret: s\n  scopes: openid profile\nsession:\n  store: memory://\n  encryptionKeys: [${keys[0]}]\n  ttl: 1h\n  idleTimeout: 2h\n`,
+    `provider:\n  issuer: https://idp.example.com\n  clientId: gatehouse\n  clientSecret: s\n  scopes: openid profile\nsession:\n  store: memory://\n  encryptionKeys: [${keys[0]}]\n  ttl: 1h\n  idleTimeout: 2h\n`,
   );
   const result = await runCli(['check', '--config', warned]);
   t.equal(result.code, 0);

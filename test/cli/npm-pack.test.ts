@@ -23,10 +23,16 @@ t.setTimeout(900_000);
 
 function run(command: string, args: string[], cwd: string, timeoutMs = 600_000): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(command, args, { cwd, timeout: timeoutMs, env: { PATH: process.env.PATH, HOME: process.env.HOME } }, (error, stdout, stderr) => {
+    execFile(command, args, { cwd, timeout: timeoutMs, env: npmEnvironment() }, (error, stdout, stderr) => {
       resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : 1, stdout, stderr });
     });
   });
+}
+
+/** PATH and HOME, and what lets npm reach the registry from this machine (a CA bundle, a proxy), nothing else of this process's environment. */
+function npmEnvironment(): NodeJS.ProcessEnv {
+  const passed = ['PATH', 'HOME', 'NODE_EXTRA_CA_CERTS', 'HTTPS_PROXY', 'HTTP_PROXY', 'NO_PROXY', 'https_proxy', 'http_proxy', 'no_proxy'];
+  return Object.fromEntries(passed.filter((name) => process.env[name] !== undefined).map((name) => [name, process.env[name]]));
 }
 
 t.test('npm pack: the tarball installs in an empty folder and runs', async (t) => {
