@@ -14,6 +14,7 @@ import { Sealer } from './session/seal.js';
 import { SessionStore } from './session/store.js';
 import { GatewayCookies } from './http/cookies.js';
 import { cutStalledClients } from './http/stalled-clients.js';
+import { trustFunction } from './http/client-address.js';
 import { gatewayContextPlugin, type GatewayContext } from './plugins/gateway-context.js';
 import { createPageRenderer } from './http/page-template.js';
 import { errorsPlugin } from './plugins/errors.js';
@@ -98,7 +99,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
-    trustProxy: config.server.trustProxy,
+    trustProxy: trustFunction(config.server.trustProxy),
     genReqId: requestId,
     serverFactory: (handler) => createPublicServer(handler as RequestListener, config.server.maxHeaderSize, config.server.idleTimeout * 1000),
   });

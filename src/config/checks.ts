@@ -7,6 +7,7 @@ import { extname } from 'node:path';
 import { LOGO_MAX_BYTES, LOGO_TYPES } from '../http/page-template.js';
 import { inspectClientKey } from '../oauth/client-key.js';
 import { isAmbiguousPath, isUnder, normalRoutePath } from '../routing/route-table.js';
+import { invalidAddressEntries } from '../http/address-list.js';
 
 const KEY_BYTES = 32;
 const STORE_SCHEMES = ['memory:', 'sqlite:'];
@@ -58,6 +59,19 @@ const STORE_FORMS =
 const SECURE_REQUIRED = '(an https publicUrl or session.cookieSecure: true)';
 
 const RULES: readonly Rule[] = [
+  {
+    reads: [],
+    check({ server: { trustProxy } }) {
+      // Trusting every hop lets a client choose its own address (rate limit, logs) by sending X-Forwarded-For.
+      if (trustProxy === true) {
+        return [
+          "server.trustProxy: true would trust every hop, so any client could choose its own address with X-Forwarded-For; give the number of proxies in front of gatehouse (a hop count such as 1) or the proxies' addresses/CIDRs (such as [10.0.0.0/8])",
+        ];
+      }
+      if (!Array.isArray(trustProxy)) return [];
+      return invalidAddressEntries(trustProxy).map((index) => `server.trustProxy[${index}]: ${trustProxy[index]} is not an IP address or a CIDR such as 10.0.0.0/8`);
+    },
+  },
   {
     reads: [],
     check({ server }) {

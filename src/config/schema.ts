@@ -29,6 +29,9 @@ const oneOf = <const T extends string[]>(values: T, defaultValue?: T[number]) =>
 const port = (defaultValue: number) =>
   Type.Integer({ minimum: 0, maximum: 65535, default: defaultValue, errorMessage: 'must be a port number (0 to 65535)' });
 
+/** What `server.trustProxy` may be, as an operator reads it after the key. */
+export const TRUST_PROXY_FORMS = 'must be false, a hop count such as 1, or a list of the proxies\' addresses/CIDRs such as [10.0.0.0/8]';
+
 const section = <T extends Parameters<typeof Type.Object>[0]>(properties: T) =>
   Type.Object(properties, { additionalProperties: false, default: {}, errorMessage: 'must be a mapping of keys' });
 
@@ -78,7 +81,15 @@ export const ConfigSchema = Type.Object(
       host: text('0.0.0.0'),
       port: port(8080),
       publicUrl: text('https://app.example.com'),
-      trustProxy: Type.Boolean({ default: false, errorMessage: 'must be true or false' }),
+      /**
+       * Which hops in front of gatehouse may say who the client is through
+       * X-Forwarded-For: false (none: the TCP peer is the client), how many
+       * (a hop count), or which (addresses/CIDRs). `true` is refused by checks.ts.
+       */
+      trustProxy: Type.Union([Type.Boolean(), Type.Integer({ minimum: 1 }), Type.Array(Type.String(), { minItems: 1 })], {
+        default: false,
+        errorMessage: TRUST_PROXY_FORMS,
+      }),
       shutdownGrace: duration('10s'),
       /**
        * A client that reads nothing of a response waiting for it, or sends

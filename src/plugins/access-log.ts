@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
  * After every response of the public app: counts it in
  * `gatehouse_http_requests_total` and the duration histogram under its route
  * class, and logs one `request completed` line at info (path without the
- * query, which may hold codes or state). `logger` is the gateway's root logger.
+ * query, which may hold codes or state; the client address per `server.trustProxy`). `logger` is the gateway's root logger.
  */
 export const accessLogPlugin = fp<{ logger: Logger }>(
   async (fastify, { logger }) => {
@@ -19,6 +19,7 @@ export const accessLogPlugin = fp<{ logger: Logger }>(
         {
           method: request.method,
           path: query < 0 ? request.url : request.url.slice(0, query),
+          client: request.ip,
           route,
           status: reply.statusCode,
           ms: Math.round(reply.elapsedTime * 10) / 10,

@@ -7,6 +7,7 @@ import { LRUCache } from 'lru-cache';
 import { gatehouseError } from '../errors.js';
 import { createCrossSiteCheck } from '../http/csrf.js';
 import { endToEndHeaders } from '../http/hop-by-hop.js';
+import { ClientAddressing } from '../http/client-address.js';
 import { resolveSession } from './session.js';
 import { causeCode, endpointOf } from '../oauth/provider.js';
 import type { TokenRecord } from '../session/store.js';
@@ -50,14 +51,6 @@ interface UpstreamResponse {
   stream: Readable;
 }
 
-/** Request headers set anew below: the Cookie (without the gateway's own) and, unless `server.trustProxy`, X-Forwarded-* and Forwarded (README "How it works"). */
-function isReplacedUntrusted(name: string): boolean {
-  return name === 'cookie' || name.startsWith('x-forwarded-') || name === 'forwarded';
-}
-function isReplacedTrusted(name: string): boolean {
-  return name === 'cookie';
-}
-
 /**
  * Every path that is not the gateway's own goes to `upstream` with the
  * user's access token (README "How it works"). The preHandler is the hot path: CSRF check,
@@ -70,7 +63,7 @@ export const proxyPlugin = fp(
     const publicUrl = new URL(config.server.publicUrl);
     const forwardedProto = publicUrl.protocol.slice(0, -1);
     const forwardedHost = publicUrl.host;
-    const trustProxy = config.server.trustProxy;
+    const clientAddressing = new ClientAddressing(config.server.trustProxy);
 
     fastify.decorateRequest('upstreamToken', '');
     fastify.decorateRequest('upstreamProof', '');
@@ -190,7 +183,7 @@ export const proxyPlugin = fp(
     }
 
     function rewriteRequestHeaders(request: FastifyRequest, incoming: IncomingHttpHeaders): IncomingHttpHeaders {
-      const headers = endToEndHeaders(incoming, trustProxy ? isReplacedTrusted : isReplacedUntrusted);
+      const headers = endToEndHeaders(incoming, clientAddressing.replacedHeaders(request));
       if (request.upstreamProof === '') {
         headers.authorization = `Bearer ${request.upstreamToken}`;
       } else {
@@ -201,9 +194,7 @@ export const proxyPlugin = fp(
       headers['x-request-id'] = request.id;
       const cookie = incoming.cookie === undefined ? undefined : cookies.stripOwn(incoming.cookie);
       if (cookie !== undefined) headers.cookie = cookie;
-      const priorFor = trustProxy ? headers['x-forwarded-for'] : undefined;
-      const clientIp = request.socket.remoteAddress ?? '';
-      headers['x-forwarded-for'] = priorFor ? `${priorFor}, ${clientIp}` : clientIp;
+      headers['x-forwarded-for'] = clientAddressing.forwardedFor(request);
       headers['x-forwarded-proto'] = forwardedProto;
       headers['x-forwarded-host'] = forwardedHost;
       return headers;

@@ -19,7 +19,7 @@ t.test('several wrong keys give one line each', async (t) => {
     'admin.port: must be a port number (0 to 65535)',
     'provider.clientAuthMethod: must be one of: client_secret_post, client_secret_basic, none, private_key_jwt',
     'server.port: must be a port number (0 to 65535)',
-    'server.trustProxy: must be true or false',
+    'server.trustProxy[0]: maybe is not an IP address or a CIDR such as 10.0.0.0/8',
     'session.cacheSize: must be a positive whole number',
     'session.cookieSameSite: must be one of: lax, strict, none',
   ]);
@@ -88,7 +88,7 @@ t.test('numbers and booleans are not truncated or guessed', async (t) => {
   t.strictSame(problemsOf(withKeys({ server: { port: 8080.5 } })), ['server.port: must be a port number (0 to 65535)']);
   t.strictSame(problemsOf(withKeys({ server: { port: '${PORT}' } }), { PORT: '8080.5' }), ['server.port: must be a port number (0 to 65535)']);
   t.strictSame(problemsOf(withKeys({ server: { port: true } })), ['server.port: must be a port number (0 to 65535)']);
-  t.strictSame(problemsOf(withKeys({ server: { trustProxy: 1 } })), ['server.trustProxy: must be true or false']);
+  t.strictSame(problemsOf(withKeys({ server: { trustProxy: 1.5 } })), ['server.trustProxy: must be false, a hop count such as 1, or a list of the proxies\' addresses/CIDRs such as [10.0.0.0/8]']);
   t.strictSame(problemsOf(withKeys({ session: { cacheSize: '1e3' } })), ['session.cacheSize: must be a positive whole number']);
 });
 

@@ -46,7 +46,7 @@ t.test('Redis, 3 replicas and an HPA: no PVC, the HPA owns the replica count, an
   const effective = parse(check.stdout);
   t.equal(effective.session.store, 'redis://:[redacted]@redis-master.default.svc:6379/0', 'the password from the environment, redacted');
   t.notMatch(check.stdout, /redis-pw-123/);
-  t.equal(effective.server.trustProxy, true);
+  t.equal(effective.server.trustProxy, 1, 'one hop: the Ingress controller');
 });
 
 t.test('everything on: Ingress, HPA, PDB, metrics Service with ServiceMonitor, NetworkPolicy, key rotation; check accepts the config', async (t) => {

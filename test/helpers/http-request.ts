@@ -12,17 +12,18 @@ export interface RawResponse {
 /**
  * One request with node:http instead of fetch, which refuses to send
  * hop-by-hop headers (Connection, Keep-Alive, TE, Upgrade...) and cannot send
- * an absolute-form request target or a Host of its own choosing.
+ * an absolute-form request target or a Host of its own choosing, nor choose
+ * its source address (`localAddress`, e.g. 127.0.0.2 to come from another loopback host).
  * @example const answer = await httpSend(h.url, { path: 'http://evil.example/api/me', headers: { host: 'evil.example', cookie } });
  */
 export async function httpSend(
   baseUrl: string,
-  options: { method?: string; path?: string; headers?: OutgoingHttpHeaders; body?: string | Buffer } = {},
+  options: { method?: string; path?: string; headers?: OutgoingHttpHeaders; body?: string | Buffer; localAddress?: string } = {},
 ): Promise<RawResponse> {
   const { hostname, port } = new URL(baseUrl);
   return new Promise((resolve, reject) => {
     const req = httpRequest(
-      { host: hostname, port, method: options.method ?? 'GET', path: options.path ?? '/', headers: options.headers, agent: false },
+      { host: hostname, port, method: options.method ?? 'GET', path: options.path ?? '/', headers: options.headers, agent: false, localAddress: options.localAddress },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (chunk: Buffer) => chunks.push(chunk));
