@@ -18,6 +18,8 @@ export const KEY_PREFIX = {
   link: 'l:',
   /** A lock shared by every replica. */
   lock: 'lock:',
+  /** A sign-in rate-limit counter, by route and client address. */
+  rate: 'r:',
 } as const;
 
 /** The lock under which one user's token record is read, changed and written. */

@@ -264,6 +264,16 @@ export class SessionStore {
     return typeof userId === 'string' ? userId : null;
   }
 
+  /**
+   * Counts a hit of `key` for every replica sharing the store, in a window
+   * of `windowMs` from its first hit; undefined when the backend counts only
+   * in this process (README "Limits under abuse": the sign-in rate limit).
+   */
+  get countHit(): ((key: string, windowMs: number) => Promise<{ count: number; ttlMs: number }>) | undefined {
+    const count = this.#backend.countHit;
+    return count ? (key, windowMs) => this.#call(() => count(`${KEY_PREFIX.rate}${key}`, windowMs)) : undefined;
+  }
+
   /** Deletes expired entries the backend keeps until read (it also runs every 10 minutes by itself). */
   async sweep(): Promise<void> {
     const sweep = this.#backend.sweep;

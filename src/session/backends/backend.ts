@@ -45,6 +45,12 @@ export interface Backend {
   sweep?: () => Promise<void>;
   /** Atomically records `key` for `ttlMs`; true the first time only, whichever replica asks. */
   claimOnce?: (key: string, ttlMs: number) => Promise<boolean>;
+  /**
+   * Counts one hit of `key` in a fixed window of `windowMs` that starts at
+   * its first hit, for every replica at once; resolves to the count so far
+   * and the ms left in the window.
+   */
+  countHit?: (key: string, windowMs: number) => Promise<{ count: number; ttlMs: number }>;
   /** Takes the lock `name` shared by every replica, waiting for it; resolves to its release. */
   lock?: (name: string) => Promise<LockRelease>;
   /** Tells the in-process cache what other replicas changed. */

@@ -39,6 +39,12 @@ else redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3]); changed = 1 end
 redis.call('publish', ARGV[4], ARGV[5])
 return changed`;
 const LOCK_POLL_MAX_MS = 50;
+/** One hit in a fixed window: KEYS[1] the counter, ARGV[1] the window in ms; returns the count and the ms left. */
+const COUNT_HIT_SCRIPT = `
+local count = redis.call('incr', KEYS[1])
+local ttl = redis.call('pttl', KEYS[1])
+if ttl < 0 then redis.call('pexpire', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1]) end
+return {count, ttl}`;
 /** Deletes the lock only if it still holds our token: an expired lock taken over by another replica is not ours to release. */
 const RELEASE_SCRIPT = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
 /** Store keys of sessions start with this; they are also counted in the sessions ZSET. */
@@ -210,6 +216,10 @@ export async function openRedis(url: string, prefix: string, options: RedisLockO
     claimOnce: async (key, ttlMs) => {
       const set = await client.set(prefixed(key), '1', { condition: 'NX', expiration: { type: 'PX', value: Math.max(1, Math.ceil(ttlMs)) } });
       return set !== null;
+    },
+    countHit: async (key, windowMs) => {
+      const [count, ttlMs] = (await client.eval(COUNT_HIT_SCRIPT, { keys: [prefixed(key)], arguments: [String(windowMs)] })) as [number, number];
+      return { count: Number(count), ttlMs: Number(ttlMs) };
     },
     lock: async (name) => {
       const key = prefixed(`${KEY_PREFIX.lock}${name}`);
