@@ -27,6 +27,7 @@ import { logoutRoute } from './routes/logout.js';
 import { sessionRoute } from './routes/session.js';
 import { signedOutRoute } from './routes/signed-out.js';
 import { backchannelLogoutRoute } from './routes/backchannel-logout.js';
+import { forwardAuthRoute } from './routes/forward-auth.js';
 import { buildAdmin } from './admin/server.js';
 import { Readiness } from './admin/readiness.js';
 import { systemClock, type Clock } from './clock.js';
@@ -116,6 +117,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   await app.register(sessionRoute);
   await app.register(signedOutRoute);
   await app.register(backchannelLogoutRoute);
+  await app.register(forwardAuthRoute);
   await app.register(proxyPlugin);
 
   const readiness = new Readiness(provider, store);

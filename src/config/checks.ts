@@ -73,6 +73,18 @@ const RULES: readonly Rule[] = [
     },
   },
   {
+    reads: ['provider.dpop'],
+    check({ forwardAuth: { trustedProxies }, provider }) {
+      if (trustedProxies === undefined) return [];
+      const problems = invalidAddressEntries(trustedProxies).map(
+        (index) => `forwardAuth.trustedProxies[${index}]: ${trustedProxies[index]} is not an IP address or a CIDR such as 10.0.0.0/8`,
+      );
+      // A DPoP proof names the URL of the request it goes with (RFC 9449 §4.2), which only the proxy knows.
+      if (provider.dpop) problems.push('forwardAuth.trustedProxies: forward-auth cannot go with provider.dpop (the proxy, not gatehouse, sends the upstream request a proof would be for); turn one of them off');
+      return problems;
+    },
+  },
+  {
     reads: [],
     check({ server }) {
       const url = parseUrl(server.publicUrl);

@@ -175,6 +175,18 @@ export const ConfigSchema = Type.Object(
       signedOut: text('/signed-out'),
       /** OpenID Connect Back-Channel Logout 1.0: where the authorization server POSTs logout tokens. */
       backchannelLogout: text('/backchannel-logout'),
+      /** Forward-auth: where a reverse proxy asks "may this request pass, and as whom?" (only with forwardAuth.trustedProxies). */
+      forwardAuth: text('/forward-auth'),
+    }),
+    forwardAuth: section({
+      /**
+       * The proxies (addresses/CIDRs) that may ask `paths.forwardAuth`; no
+       * default: unset, the endpoint does not exist. Any other source gets 404,
+       * so a browser can never read a token from it.
+       */
+      trustedProxies: Type.Optional(Type.Array(Type.String(), { minItems: 1, errorMessage: 'must be a list of proxy addresses/CIDRs such as [10.0.0.0/8]' })),
+      /** A navigation without a session gets 302 to sign-in instead of 401 (for proxies that pass the answer on: Caddy, Traefik). */
+      redirect: Type.Boolean({ default: false, errorMessage: 'must be true or false' }),
     }),
     csrf: section({
       /** Origins besides publicUrl's that may send unsafe requests (an SPA served elsewhere). */

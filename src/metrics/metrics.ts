@@ -4,7 +4,7 @@ import { FastHistogram } from './fast-histogram.js';
 const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 /** Route classes of `gatehouse_http_requests_total` (README "Observe"). */
-export type RouteClass = 'login' | 'callback' | 'logout' | 'session' | 'proxy';
+export type RouteClass = 'login' | 'callback' | 'logout' | 'session' | 'proxy' | 'forward-auth';
 
 /**
  * The Prometheus metrics of one gateway instance, in a registry of its own

@@ -1,0 +1,139 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { IncomingHttpHeaders } from 'node:http';
+import { errorRow, gatehouseError, isGatehouseError, type ErrorCode } from '../errors.js';
+import { AddressList } from '../http/address-list.js';
+import { createCrossSiteRule } from '../http/csrf.js';
+import { isNavigation } from '../http/request-kind.js';
+import { safeReturnTo } from '../oauth/return-to.js';
+import { resolveSession, type ResolvedSession } from '../plugins/session.js';
+import { isAllowed } from '../routing/allow.js';
+import { identityHeaders } from '../routing/identity-headers.js';
+import { isAmbiguousPath, type Route } from '../routing/route-table.js';
+
+/** Methods a forward-auth request may come with: proxies ask with GET, or with the original method (nginx, Envoy). */
+const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+
+/** The request the proxy asks about, as its headers describe it. */
+interface OriginalRequest {
+  method: string;
+  /** Path and query, as the browser sent them. */
+  url: string;
+  /** Path alone, for the route table. */
+  path: string;
+}
+
+/**
+ * The original request from `X-Forwarded-Method` and `X-Forwarded-Uri`
+ * (Traefik, Caddy) or `X-Original-Method` and `X-Original-URL` (nginx; a
+ * path, or an absolute URL whose host is ignored). Undefined without a URI
+ * that is a path: the answer must not be guessed. A path such as
+ * `//evil.example` is still a path here; only `safeReturnTo` judges it as a
+ * redirect target.
+ */
+function originalRequest(headers: IncomingHttpHeaders, fallbackMethod: string): OriginalRequest | undefined {
+  const method = single(headers['x-forwarded-method']) ?? single(headers['x-original-method']) ?? fallbackMethod;
+  let url = single(headers['x-forwarded-uri']) ?? single(headers['x-original-url']);
+  if (url === undefined) return undefined;
+  if (url[0] !== '/') {
+    const absolute = URL.canParse(url) ? new URL(url) : undefined;
+    if (absolute === undefined || (absolute.protocol !== 'http:' && absolute.protocol !== 'https:')) return undefined;
+    url = `${absolute.pathname}${absolute.search}`;
+  }
+  const query = url.indexOf('?');
+  return { method: method.toUpperCase(), url, path: query < 0 ? url : url.slice(0, query) };
+}
+
+function single(value: string | string[] | undefined): string | undefined {
+  return typeof value === 'string' && value !== '' ? value : undefined;
+}
+
+/**
+ * `paths.forwardAuth` (README "Behind nginx, Caddy, Traefik or Envoy"): a
+ * reverse proxy that keeps routing asks whether the original request may
+ * pass and as whom. Exists only with `forwardAuth.trustedProxies`, and
+ * answers 404 to every other source, so a browser never reads a token
+ * from it. 200 carries `Authorization: Bearer` and the route's identity
+ * headers for the proxy to copy upstream; no other status ever carries a
+ * token. Sessions are resolved and refreshed as for proxied requests
+ * (src/plugins/session.ts, src/oauth/refresh.ts: one refresh per user).
+ */
+export async function forwardAuthRoute(fastify: FastifyInstance): Promise<void> {
+  const { config, routes, refresher, cookies, basePath } = fastify.gatehouse;
+  const { trustedProxies, redirect } = config.forwardAuth;
+  if (trustedProxies === undefined) return;
+  const proxies = new AddressList(trustedProxies);
+  const isCrossSite = createCrossSiteRule(config);
+  const loginUrl = `${new URL(config.server.publicUrl).origin}${basePath}${config.paths.login}`;
+
+  fastify.route({
+    method: METHODS,
+    url: config.paths.forwardAuth,
+    config: { routeClass: 'forward-auth' },
+    // Before any body is read: the endpoint does not exist for anyone but the proxies.
+    onRequest: async (request) => {
+      if (!proxies.has(request.socket.remoteAddress)) throw gatehouseError('GH_ERR_ROUTE_NOT_FOUND');
+    },
+    handler: async (request, reply) => {
+      reply.header('cache-control', 'no-store');
+      const original = originalRequest(request.headers, request.method);
+      if (original === undefined) {
+        return refuse(request, reply, 'GH_ERR_REQUEST_INVALID', 'the proxy sent neither X-Forwarded-Uri nor X-Original-URL with a path');
+      }
+      // `/public/../admin` could match one route here and be another path at the upstream.
+      if (isAmbiguousPath(original.path)) return refuse(request, reply, 'GH_ERR_REQUEST_INVALID', 'the path has dot segments or backslashes');
+      const route = routes.match(original.path);
+      if (route === undefined) return refuse(request, reply, 'GH_ERR_ROUTE_NOT_FOUND');
+      if (route.auth === 'public') return reply.code(200).send();
+      // The CSRF rule applies to every request that would go upstream with a session (README "Routes").
+      if (route.auth === 'required' && isCrossSite(original.method, request.headers)) return refuse(request, reply, 'GH_ERR_CSRF_REJECTED');
+
+      let resolved: ResolvedSession | null;
+      let accessToken: string | undefined;
+      try {
+        resolved = await resolveSession(request);
+        if (resolved !== null && route.auth === 'optional' && isCrossSite(original.method, request.headers)) return refuse(request, reply, 'GH_ERR_CSRF_REJECTED');
+        if (resolved !== null && route.allow !== undefined && !isAllowed(route.allow, resolved.tokens.claims)) {
+          request.userId = resolved.tokens.user ?? resolved.session.userId;
+          return refuse(request, reply, 'GH_ERR_ROUTE_FORBIDDEN');
+        }
+        if (resolved !== null && route.sendsToken) accessToken = (await refresher.fresh(resolved.tokens, request.log)).accessToken;
+      } catch (err) {
+        // A refresh the AS rejected has ended the user's sessions: from here on the browser is signed out.
+        if (!(isGatehouseError(err) && err.code === 'GH_ERR_SESSION_REQUIRED')) throw err;
+        resolved = null;
+      }
+
+      if (resolved === null) {
+        if (request.cookies[cookies.sessionName] !== undefined) cookies.clearSession(reply);
+        if (route.auth === 'optional') return reply.code(200).send();
+        if (redirect && (original.method === 'GET' || original.method === 'HEAD') && isNavigation(request)) {
+          // publicUrl, never the proxy's X-Forwarded-Host: a foreign host never becomes a redirect target (README "What the browser sees").
+          return reply.redirect(`${loginUrl}?returnTo=${encodeURIComponent(safeReturnTo(original.url))}`, 302);
+        }
+        return refuse(request, reply, 'GH_ERR_SESSION_REQUIRED');
+      }
+      request.userId = resolved.tokens.user ?? resolved.session.userId;
+      return reply.code(200).headers(passHeaders(route, resolved, accessToken)).send();
+    },
+  });
+}
+
+function passHeaders(route: Route, resolved: ResolvedSession, accessToken: string | undefined): Record<string, string> {
+  const headers = identityHeaders(route, resolved.tokens.claims);
+  if (accessToken !== undefined) headers.authorization = `Bearer ${accessToken}`;
+  return headers;
+}
+
+/**
+ * A refusal as JSON whatever the request's Accept: the proxy, not a page,
+ * reads it (nginx only its status; Caddy and Traefik pass it on).
+ */
+function refuse(request: FastifyRequest, reply: FastifyReply, code: ErrorCode, detail?: string): FastifyReply {
+  const error = gatehouseError(code, detail === undefined ? {} : { detail });
+  const row = errorRow(code);
+  request.errorCode = code;
+  return reply
+    .code(error.statusCode)
+    .type('application/json; charset=utf-8')
+    .send(row.bare ? { error: row.slug } : { error: row.slug, message: error.message });
+}
