@@ -1,9 +1,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { IncomingHttpHeaders } from 'node:http';
 import { errorRow, gatehouseError, isGatehouseError, type ErrorCode } from '../errors.js';
 import { AddressList } from '../http/address-list.js';
 import { createCrossSiteRule } from '../http/csrf.js';
 import { isNavigation } from '../http/request-kind.js';
+import { originalRequest } from '../http/original-request.js';
 import { safeReturnTo } from '../oauth/return-to.js';
 import { resolveSession, type ResolvedSession } from '../plugins/session.js';
 import { isAllowed } from '../routing/allow.js';
@@ -12,40 +12,6 @@ import { isAmbiguousPath, type Route } from '../routing/route-table.js';
 
 /** Methods a forward-auth request may come with: proxies ask with GET, or with the original method (nginx, Envoy). */
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
-
-/** The request the proxy asks about, as its headers describe it. */
-interface OriginalRequest {
-  method: string;
-  /** Path and query, as the browser sent them. */
-  url: string;
-  /** Path alone, for the route table. */
-  path: string;
-}
-
-/**
- * The original request from `X-Forwarded-Method` and `X-Forwarded-Uri`
- * (Traefik, Caddy) or `X-Original-Method` and `X-Original-URL` (nginx; a
- * path, or an absolute URL whose host is ignored). Undefined without a URI
- * that is a path: the answer must not be guessed. A path such as
- * `//evil.example` is still a path here; only `safeReturnTo` judges it as a
- * redirect target.
- */
-function originalRequest(headers: IncomingHttpHeaders, fallbackMethod: string): OriginalRequest | undefined {
-  const method = single(headers['x-forwarded-method']) ?? single(headers['x-original-method']) ?? fallbackMethod;
-  let url = single(headers['x-forwarded-uri']) ?? single(headers['x-original-url']);
-  if (url === undefined) return undefined;
-  if (url[0] !== '/') {
-    const absolute = URL.canParse(url) ? new URL(url) : undefined;
-    if (absolute === undefined || (absolute.protocol !== 'http:' && absolute.protocol !== 'https:')) return undefined;
-    url = `${absolute.pathname}${absolute.search}`;
-  }
-  const query = url.indexOf('?');
-  return { method: method.toUpperCase(), url, path: query < 0 ? url : url.slice(0, query) };
-}
-
-function single(value: string | string[] | undefined): string | undefined {
-  return typeof value === 'string' && value !== '' ? value : undefined;
-}
 
 /**
  * `paths.forwardAuth` (README "Behind nginx, Caddy, Traefik or Envoy"): a

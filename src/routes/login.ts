@@ -1,6 +1,8 @@
 import * as oidc from 'openid-client';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { safeReturnTo } from '../oauth/return-to.js';
+import { AddressList } from '../http/address-list.js';
+import { originalRequest } from '../http/original-request.js';
 import type { PendingLogin } from '../oauth/pending-login.js';
 import { authorizationUrl as buildAuthorizationUrl, pushesAuthorization } from '../oauth/pushed-authorization.js';
 
@@ -17,10 +19,13 @@ export async function loginRoute(fastify: FastifyInstance): Promise<void> {
   const wantsNonce = config.provider.scopes.includes('openid');
   const defaultReturnTo = `${basePath}/`;
   const pushMode = config.provider.pushedAuthorization;
+  const trustedProxies = config.forwardAuth.trustedProxies;
+  const forwardAuthProxies = trustedProxies === undefined ? undefined : new AddressList(trustedProxies);
+  const ownPath = `${basePath}${config.paths.login}`;
 
   fastify.get<{ Querystring: Record<string, unknown> }>(config.paths.login, { config: { routeClass: 'login' } }, async (request, reply) => {
     const configuration = provider.configuration;
-    const requested = safeReturnTo(request.query.returnTo);
+    const requested = safeReturnTo(request.query.returnTo ?? proxiedReturnTo(request));
     const pending: PendingLogin = {
       state: oidc.randomState(),
       codeVerifier: oidc.randomPKCECodeVerifier(),
@@ -42,4 +47,17 @@ export async function loginRoute(fastify: FastifyInstance): Promise<void> {
     cookies.setLogin(reply, pendingLogins.write([...earlier, pending], defaultReturnTo));
     return reply.header('cache-control', 'no-store').redirect(authorizationUrl.href, 302);
   });
+
+  /**
+   * Without `returnTo`, from a forward-auth proxy: the original URL it names.
+   * nginx sends a refused request to the login path with `error_page 401`,
+   * keeping `$request_uri`, and cannot percent-encode it into a query
+   * (README "Behind nginx, Caddy, Traefik or Envoy").
+   */
+  function proxiedReturnTo(request: FastifyRequest): string | undefined {
+    if (forwardAuthProxies === undefined || !forwardAuthProxies.has(request.socket.remoteAddress)) return undefined;
+    const original = originalRequest(request.headers, request.method);
+    // A browser that asked for the login path itself returns to the default.
+    return original === undefined || original.path === ownPath ? undefined : original.url;
+  }
 }

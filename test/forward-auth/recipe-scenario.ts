@@ -1,0 +1,136 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Test } from 'tap';
+import { parse as parseYaml } from 'yaml';
+import { freePort, startHarness } from '../helpers/harness.js';
+import { CookieJar } from '../helpers/cookie-jar.js';
+import { approveAtAuthorizationServer } from '../helpers/sign-in.js';
+import { httpSend } from '../helpers/http-request.js';
+import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
+import { waitUntilExpired } from '../helpers/refresh.js';
+import { RECIPES, type Addresses, type FrontProxy } from './front-proxy.js';
+
+const NAVIGATION = { accept: 'text/html', 'sec-fetch-mode': 'navigate' };
+
+interface RecipeOptions {
+  /** `forwardAuth.redirect` as the recipe's comment says for this proxy. */
+  redirect: boolean;
+  /** What the proxy answers an API call without a session: 401 (passed on), or 302 (nginx's error_page sends every 401 to sign-in). */
+  apiWithoutSession: number;
+  /** Whether the recipe makes `/forward-auth` unreachable through the proxy (nginx `internal`). */
+  hidesEndpoint: boolean;
+}
+
+/**
+ * One recipe end to end: a real AS, the demo upstream (which validates the
+ * bearer at the AS), gatehouse configured as docs/forward-auth/gatehouse.yaml
+ * says, and the proxy from its recipe file in front, on the publicUrl's
+ * port. A browser without a session ends on the AS sign-in page and comes
+ * back to the page it asked for; no response it gets holds a token.
+ */
+export async function recipeScenario(t: Test, start: (dir: string, addresses: Addresses) => Promise<FrontProxy>, options: RecipeOptions): Promise<void> {
+  const recipe = parseYaml(readFileSync(join(RECIPES, 'gatehouse.yaml'), 'utf8')) as {
+    server: { trustProxy: string[] };
+    forwardAuth: { trustedProxies: string[] };
+    routes: unknown[];
+  };
+  const h = await startHarness({
+    // Every token lives 3 s, so a test can wait for one to expire.
+    accessTokenTtl: 3,
+    config: {
+      server: { port: await freePort(), trustProxy: recipe.server.trustProxy },
+      forwardAuth: { trustedProxies: recipe.forwardAuth.trustedProxies, redirect: options.redirect },
+      routes: recipe.routes,
+    },
+  });
+  t.teardown(() => h.close());
+  const watch = watchTokenEndpoint(h.as);
+  // publicUrl's port is free: the gateway listens on another; the proxy takes it.
+  const proxy = await start(h.dir, { port: Number(new URL(h.url).port), gateway: h.gateway.address, upstream: h.upstream.url });
+  t.teardown(() => proxy.close());
+
+  const jar = new CookieJar();
+  const seen: string[] = [];
+  /**
+   * A browser request to the site, its cookies kept in `jar`; every byte of
+   * the answer is kept for the token check at the end. node:http, because
+   * fetch() replaces Sec-Fetch-Mode with `cors`.
+   */
+  const browse = async (path: string | URL, headers: Record<string, string> = {}) => {
+    const url = new URL(path, proxy.url);
+    const cookie = jar.header(url);
+    const response = await httpSend(proxy.url, { path: `${url.pathname}${url.search}`, headers: { ...headers, ...(cookie === undefined ? {} : { cookie }) } });
+    const setCookie = response.headers['set-cookie'];
+    if (setCookie !== undefined) jar.store(url, setCookie);
+    const body = response.body.toString('utf8');
+    seen.push(`${response.status} ${JSON.stringify(response.headers)}\n${body}`);
+    const location = response.headers.location;
+    return { status: response.status, location: location ?? null, body };
+  };
+
+  t.test('without a session: to the AS sign-in page and back to the page asked for', async (t) => {
+    const hops: string[] = [];
+    let answer = await browse('/api/me?from=bookmark', NAVIGATION);
+    while (answer.location !== null && new URL(answer.location, proxy.url).origin === proxy.url) {
+      hops.push(`${answer.status} ${answer.location}`);
+      answer = await browse(answer.location, NAVIGATION);
+    }
+    t.equal(answer.status, 302, `${hops.join(' -> ')} -> AS\n${proxy.log()}`);
+    const authorizationUrl = new URL(answer.location ?? '');
+    t.equal(authorizationUrl.origin, new URL(h.as.url).origin, 'on to the authorization server');
+    // Drives the AS's own login form: the browser is on the AS sign-in page.
+    const callback = await approveAtAuthorizationServer(authorizationUrl, 'alice');
+    t.equal(callback.origin, proxy.url, "the AS sends the browser back through the proxy (publicUrl's callback)");
+    const back = await browse(callback, NAVIGATION);
+    t.equal(back.status, 302);
+    t.equal(back.location, '/api/me?from=bookmark', 'to the page first asked for');
+    const page = await browse(back.location!, NAVIGATION);
+    t.equal(page.status, 200, proxy.log());
+    t.match(JSON.parse(page.body), { sub: 'alice' }, 'the application knows the user');
+    const received = h.upstream.received.at(-1)!;
+    t.match(received, { url: '/api/me?from=bookmark', active: true, sub: 'alice' }, 'it got a bearer token the AS vouches for');
+    t.equal(received.headers['x-forwarded-user'], 'alice', 'and the identity header the proxy copied');
+  });
+
+  t.test('a browser cannot choose its own token or identity', async (t) => {
+    const answer = await browse('/api/me', { authorization: 'Bearer forged', 'x-forwarded-user': 'mallory', 'x-forwarded-email': 'mallory@evil.example' });
+    t.equal(answer.status, 200);
+    const received = h.upstream.received.at(-1)!;
+    t.equal(received.headers.authorization, `Bearer ${watch.issued.at(-1)!.accessToken}`, "the user's token, not the browser's");
+    t.equal(received.headers['x-forwarded-user'], 'alice');
+    t.equal(received.headers['x-forwarded-email'], 'alice@example.com');
+  });
+
+  t.test('an API call without a session, and the endpoint from outside', async (t) => {
+    const api = await fetch(new URL('/api/me', proxy.url), { headers: { accept: 'application/json' }, redirect: 'manual' });
+    seen.push(`${api.status} ${JSON.stringify([...api.headers])}\n${await api.text()}`);
+    t.equal(api.status, options.apiWithoutSession);
+    const stranger = await httpSend(h.gateway.address, { path: '/forward-auth', localAddress: '127.0.0.2', headers: { cookie: jar.header(proxy.url), 'x-forwarded-uri': '/api/me' } });
+    t.equal(stranger.status, 404, 'asked from 127.0.0.2, outside trustedProxies: 404');
+    seen.push(`${stranger.status} ${JSON.stringify(stranger.headers)}\n${stranger.body.toString('latin1')}`);
+    if (options.hidesEndpoint) {
+      t.equal((await browse('/forward-auth')).status, 404, 'through the proxy: not reachable');
+    }
+  });
+
+  t.test('20 concurrent requests across a token expiry: one refresh', async (t) => {
+    await waitUntilExpired(h, watch.issued.at(-1)!.accessToken!);
+    const refreshes = h.as.grants.refreshToken;
+    const received = h.upstream.received.length;
+    const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => browse(`/api/me?i=${i}`)));
+    t.strictSame(new Set(answers.map((answer) => answer.status)), new Set([200]), proxy.log());
+    t.equal(h.as.grants.refreshToken - refreshes, 1, 'exactly one refresh grant at the AS');
+    const refreshed = watch.issued.at(-1)!.accessToken;
+    const sent = h.upstream.received.slice(received);
+    t.equal(sent.length, 20);
+    t.ok(sent.every((request) => request.headers.authorization === `Bearer ${refreshed}` && request.active), 'every request carried the one new token');
+  });
+
+  t.test('no response the browser got holds a token', async (t) => {
+    const tokens = watch.issued.flatMap((issued) => [issued.accessToken, issued.refreshToken]).filter((token) => token !== undefined);
+    t.ok(tokens.length >= 4, 'tokens were issued');
+    const everything = seen.join('\n');
+    t.ok(seen.length >= 27, `${seen.length} responses looked at`);
+    for (const token of tokens) t.notOk(everything.includes(token!), 'not a byte of any access or refresh token');
+  });
+}
