@@ -31,57 +31,66 @@ export async function forwardAuthRoute(fastify: FastifyInstance): Promise<void> 
   const isCrossSite = createCrossSiteRule(config);
   const loginUrl = `${new URL(config.server.publicUrl).origin}${basePath}${config.paths.login}`;
 
-  fastify.route({
-    method: METHODS,
-    url: config.paths.forwardAuth,
-    config: { routeClass: 'forward-auth' },
-    // Before any body is read: the endpoint does not exist for anyone but the proxies.
-    onRequest: async (request) => {
-      if (!proxies.has(request.socket.remoteAddress)) throw gatehouseError('GH_ERR_ROUTE_NOT_FOUND');
-    },
-    handler: async (request, reply) => {
-      reply.header('cache-control', 'no-store');
-      const original = originalRequest(request.headers, request.method);
-      if (original === undefined) {
-        return refuse(request, reply, 'GH_ERR_REQUEST_INVALID', 'the proxy sent neither X-Forwarded-Uri nor X-Original-URL with a path');
-      }
-      // `/public/../admin` could match one route here and be another path at the upstream.
-      if (isAmbiguousPath(original.path)) return refuse(request, reply, 'GH_ERR_REQUEST_INVALID', 'the path has dot segments or backslashes');
-      const route = routes.match(original.path);
-      if (route === undefined) return refuse(request, reply, 'GH_ERR_ROUTE_NOT_FOUND');
-      if (route.auth === 'public') return reply.code(200).send();
-      // The CSRF rule applies to every request that would go upstream with a session (README "Routes").
-      if (route.auth === 'required' && isCrossSite(original.method, request.headers)) return refuse(request, reply, 'GH_ERR_CSRF_REJECTED');
-
-      let resolved: ResolvedSession | null;
-      let accessToken: string | undefined;
-      try {
-        resolved = await resolveSession(request);
-        if (resolved !== null && route.auth === 'optional' && isCrossSite(original.method, request.headers)) return refuse(request, reply, 'GH_ERR_CSRF_REJECTED');
-        if (resolved !== null && route.allow !== undefined && !isAllowed(route.allow, resolved.tokens.claims)) {
-          request.userId = resolved.tokens.user ?? resolved.session.userId;
-          return refuse(request, reply, 'GH_ERR_ROUTE_FORBIDDEN');
+  const endpoint = config.paths.forwardAuth;
+  // Envoy's ext_authz asks at `path_prefix` + the original path: the whole subtree is the endpoint's.
+  for (const url of [endpoint, `${endpoint}/*`]) {
+    fastify.route({
+      method: METHODS,
+      url,
+      config: { routeClass: 'forward-auth' },
+      // Before any body is read: the endpoint does not exist for anyone but the proxies.
+      onRequest: async (request) => {
+        if (!proxies.has(request.socket.remoteAddress)) throw gatehouseError('GH_ERR_ROUTE_NOT_FOUND');
+      },
+      handler: async (request, reply) => {
+        reply.header('cache-control', 'no-store');
+        const original = originalRequest(request.headers, request.method, suffixOf(request.url, endpoint));
+        if (original === undefined) {
+          return refuse(request, reply, 'GH_ERR_REQUEST_INVALID', 'the proxy sent neither X-Forwarded-Uri nor X-Original-URL with a path');
         }
-        if (resolved !== null && route.sendsToken) accessToken = (await refresher.fresh(resolved.tokens, request.log)).accessToken;
-      } catch (err) {
-        // A refresh the AS rejected has ended the user's sessions: from here on the browser is signed out.
-        if (!(isGatehouseError(err) && err.code === 'GH_ERR_SESSION_REQUIRED')) throw err;
-        resolved = null;
-      }
+        // `/public/../admin` could match one route here and be another path at the upstream.
+        if (isAmbiguousPath(original.path)) return refuse(request, reply, 'GH_ERR_REQUEST_INVALID', 'the path has dot segments or backslashes');
+        const route = routes.match(original.path);
+        if (route === undefined) return refuse(request, reply, 'GH_ERR_ROUTE_NOT_FOUND');
+        if (route.auth === 'public') return reply.code(200).send();
+        // The CSRF rule applies to every request that would go upstream with a session (README "Routes").
+        if (route.auth === 'required' && isCrossSite(original.method, request.headers)) return refuse(request, reply, 'GH_ERR_CSRF_REJECTED');
 
-      if (resolved === null) {
-        if (request.cookies[cookies.sessionName] !== undefined) cookies.clearSession(reply);
-        if (route.auth === 'optional') return reply.code(200).send();
-        if (redirect && (original.method === 'GET' || original.method === 'HEAD') && isNavigation(request)) {
-          // publicUrl, never the proxy's X-Forwarded-Host: a foreign host never becomes a redirect target (README "What the browser sees").
-          return reply.redirect(`${loginUrl}?returnTo=${encodeURIComponent(safeReturnTo(original.url))}`, 302);
+        let resolved: ResolvedSession | null;
+        let accessToken: string | undefined;
+        try {
+          resolved = await resolveSession(request);
+          if (resolved !== null && route.auth === 'optional' && isCrossSite(original.method, request.headers)) return refuse(request, reply, 'GH_ERR_CSRF_REJECTED');
+          if (resolved !== null && route.allow !== undefined && !isAllowed(route.allow, resolved.tokens.claims)) {
+            request.userId = resolved.tokens.user ?? resolved.session.userId;
+            return refuse(request, reply, 'GH_ERR_ROUTE_FORBIDDEN');
+          }
+          if (resolved !== null && route.sendsToken) accessToken = (await refresher.fresh(resolved.tokens, request.log)).accessToken;
+        } catch (err) {
+          // A refresh the AS rejected has ended the user's sessions: from here on the browser is signed out.
+          if (!(isGatehouseError(err) && err.code === 'GH_ERR_SESSION_REQUIRED')) throw err;
+          resolved = null;
         }
-        return refuse(request, reply, 'GH_ERR_SESSION_REQUIRED');
-      }
-      request.userId = resolved.tokens.user ?? resolved.session.userId;
-      return reply.code(200).headers(passHeaders(route, resolved, accessToken)).send();
-    },
-  });
+
+        if (resolved === null) {
+          if (request.cookies[cookies.sessionName] !== undefined) cookies.clearSession(reply);
+          if (route.auth === 'optional') return reply.code(200).send();
+          if (redirect && (original.method === 'GET' || original.method === 'HEAD') && isNavigation(request)) {
+            // publicUrl, never the proxy's X-Forwarded-Host: a foreign host never becomes a redirect target (README "What the browser sees").
+            return reply.redirect(`${loginUrl}?returnTo=${encodeURIComponent(safeReturnTo(original.url))}`, 302);
+          }
+          return refuse(request, reply, 'GH_ERR_SESSION_REQUIRED');
+        }
+        request.userId = resolved.tokens.user ?? resolved.session.userId;
+        return reply.code(200).headers(passHeaders(route, resolved, accessToken)).send();
+      },
+    });
+  }
+}
+
+/** `/api/x?y` of `/forward-auth/api/x?y`; undefined for the endpoint itself. */
+function suffixOf(url: string, endpoint: string): string | undefined {
+  return url.length > endpoint.length && url[endpoint.length] === '/' ? url.slice(endpoint.length) : undefined;
 }
 
 function passHeaders(route: Route, resolved: ResolvedSession, accessToken: string | undefined): Record<string, string> {

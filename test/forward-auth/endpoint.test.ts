@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap';
 import { startHarness, type Harness } from '../helpers/harness.js';
-import { signIn } from '../helpers/sign-in.js';
+import { approveAtAuthorizationServer, signIn } from '../helpers/sign-in.js';
 import { httpSend, type RawResponse } from '../helpers/http-request.js';
 import { introspect, watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 import { shortLoginTokens, waitUntilExpired } from '../helpers/refresh.js';
@@ -67,6 +67,11 @@ t.test('the one implicit route: who may ask, and what each answer carries', asyn
     headers: { 'x-original-method': 'DELETE', 'x-original-url': 'https://app.example.com/api/echo', 'sec-fetch-site': 'cross-site', cookie },
   });
   t.equal(nginxStyle.status, 403, "nginx's X-Original-Method and X-Original-URL are read the same way");
+  const envoyStyle = await httpSend(h.url, { path: '/forward-auth/api/me?x=1', headers: { cookie } });
+  t.equal(envoyStyle.headers.authorization, `Bearer ${accessToken}`, "Envoy's ext_authz form: the original path appended to the endpoint's");
+  const envoyCrossSite = await httpSend(h.url, { method: 'DELETE', path: '/forward-auth/api/echo', headers: { cookie, origin: 'https://evil.example' } });
+  t.equal(envoyCrossSite.status, 403, 'with the original method');
+  t.equal((await httpSend(h.url, { path: '/forward-auth/api/me', localAddress: '127.0.0.2', headers: { cookie } })).status, 404, 'that form too is 404 for others');
   const noUri = await httpSend(h.url, { path: '/forward-auth', headers: { cookie } });
   t.equal(noUri.status, 400, 'without the original URI nothing is guessed');
   holdsNoToken(t, noUri, [accessToken, refreshToken]);
@@ -194,4 +199,20 @@ t.test('the session store down: 503 without a token', { skip: redisMissing }, as
   t.equal(down.status, 503);
   t.same(JSON.parse(down.body.toString('utf8')), { error: 'store_unavailable' });
   holdsNoToken(t, down, [watch.issued.at(-1)!.accessToken, watch.issued.at(-1)!.refreshToken]);
+});
+
+t.test("the login path takes the return URL from X-Original-URL only from a trusted proxy (nginx's error_page 401)", async (t) => {
+  const h = await startHarness({ config: { forwardAuth: FORWARD_AUTH } });
+  t.teardown(() => h.close());
+  const returnsTo = async (from: string, originalUrl: string) => {
+    const login = await httpSend(h.url, { path: '/login', localAddress: from, headers: { 'x-original-url': originalUrl } });
+    const callback = await approveAtAuthorizationServer(new URL(login.headers.location!), 'alice');
+    const cookie = (login.headers['set-cookie'] ?? []).map((line) => line.split(';')[0]).join('; ');
+    const answer = await fetch(callback, { headers: { cookie }, redirect: 'manual' });
+    return answer.headers.get('location');
+  };
+  t.equal(await returnsTo('127.0.0.1', '/reports?year=2026&q=a%26b'), '/reports?year=2026&q=a%26b', 'from the proxy: back to the page asked for');
+  t.equal(await returnsTo('127.0.0.2', '/reports'), '/', 'from anyone else: ignored');
+  t.equal(await returnsTo('127.0.0.1', '//evil.example/'), '/', 'and judged by the returnTo rules');
+  t.equal(await returnsTo('127.0.0.1', '/login'), '/', 'the login path itself is no page to return to');
 });
