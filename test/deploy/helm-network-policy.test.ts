@@ -1,5 +1,6 @@
 import t from 'tap';
-import { extractHelm, type Helm, type K8sObject } from './chart.js';
+import { parse } from 'yaml';
+import { checkRenderedConfig, extractHelm, podEnvironment, type Helm, type K8sObject } from './chart.js';
 
 /**
  * SECURITY.md: the chart's NetworkPolicy is on by default. The admin port
@@ -56,4 +57,36 @@ t.test('turned off on request', async (t) => {
   t.equal((unrestricted.one('NetworkPolicy') as K8sObject).spec.egress, undefined);
   const off = await helm.template(['minimal.yaml'], ['networkPolicy.enabled=false']);
   t.notOk(off.kinds().includes('NetworkPolicy'));
+});
+
+t.test('forward-auth mode: only the Ingress controller reaches the gateway, no upstream, the Ingress carries the gateway paths only', async (t) => {
+  const r = await helm.template(['forward-auth.yaml']);
+  t.equal(r.code, 0, r.stderr);
+  const policy = r.one('NetworkPolicy') as K8sObject;
+  const [http] = policy.spec.ingress as [Rule];
+  t.strictSame(ports(http), ['http/TCP']);
+  t.strictSame(http.from, [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } } }], 'the public port, /forward-auth with it: the controller only');
+  t.strictSame((policy.spec.egress as Rule[]).map(ports), [['53/UDP', '53/TCP'], ['443/TCP']], 'DNS and the AS; no upstream');
+  const paths = (r.one('Ingress') as K8sObject).spec.rules[0].http.paths as K8sObject[];
+  t.strictSame(
+    paths.map((path) => `${path.pathType} ${path.path}`),
+    ['Exact /backchannel-logout', 'Exact /callback', 'Exact /login', 'Exact /logout', 'Exact /session', 'Exact /signed-out'],
+    "the gateway's own paths, nothing else",
+  );
+  const check = await checkRenderedConfig(r, podEnvironment(r));
+  t.equal(check.code, 0, check.stderr);
+  const effective = parse(check.stdout);
+  t.strictSame(effective.forwardAuth, { trustedProxies: ['10.42.0.0/16'], redirect: false });
+  t.strictSame(effective.server.trustProxy, ['10.42.0.0/16']);
+});
+
+t.test('forward-auth mode refuses to render without trusted proxies or without httpFrom', async (t) => {
+  const noProxies = await helm.template(['minimal.yaml'], ['forwardAuth.enabled=true', 'networkPolicy.httpFrom[0].podSelector.matchLabels.app=ingress']);
+  t.not(noProxies.code, 0);
+  t.match(noProxies.stderr, /config\.forwardAuth\.trustedProxies is required with forwardAuth\.enabled/);
+  const open = await helm.template(['forward-auth.yaml'], ['networkPolicy.httpFrom=null']);
+  t.not(open.code, 0);
+  t.match(open.stderr, /networkPolicy\.httpFrom is required with forwardAuth\.enabled/);
+  const withoutUpstream = await helm.template(['minimal.yaml'], ['config.upstream=']);
+  t.match(withoutUpstream.stderr, /config\.upstream is required.*or set forwardAuth\.enabled/, 'outside forward-auth mode the upstream is still required');
 });

@@ -116,8 +116,15 @@ change. Included by the Deployment and the ConfigMap.
 {{- if not (dig "server" "publicUrl" "" .Values.config) -}}
 {{- fail "config.server.publicUrl is required: the URL browsers use to reach the gateway, e.g. https://app.example.com" -}}
 {{- end -}}
-{{- if not (dig "upstream" "" .Values.config) -}}
-{{- fail "config.upstream is required: where every non-gateway path goes, e.g. http://my-app.my-namespace.svc:8080" -}}
+{{- if .Values.forwardAuth.enabled -}}
+{{- if not (dig "forwardAuth" "trustedProxies" list .Values.config) -}}
+{{- fail "config.forwardAuth.trustedProxies is required with forwardAuth.enabled: the Ingress controller pods' addresses/CIDRs, the only sources /forward-auth answers" -}}
+{{- end -}}
+{{- if and .Values.networkPolicy.enabled (not .Values.networkPolicy.httpFrom) -}}
+{{- fail "networkPolicy.httpFrom is required with forwardAuth.enabled: the Ingress controller's pods (e.g. a namespaceSelector for its namespace), so that nothing else reaches /forward-auth" -}}
+{{- end -}}
+{{- else if not (dig "upstream" "" .Values.config) -}}
+{{- fail "config.upstream is required: where every non-gateway path goes, e.g. http://my-app.my-namespace.svc:8080 (or set forwardAuth.enabled)" -}}
 {{- end -}}
 {{- if not (or (dig "provider" "issuer" "" .Values.config) (and (dig "provider" "authorizationEndpoint" "" .Values.config) (dig "provider" "tokenEndpoint" "" .Values.config))) -}}
 {{- fail "config.provider.issuer is required (or config.provider.authorizationEndpoint and config.provider.tokenEndpoint for a server without discovery)" -}}
@@ -157,6 +164,7 @@ reference to the environment the Deployment fills from the Secret.
 {{- $_ := set $server "port" 8080 -}}
 {{- $_ := set $config "server" $server -}}
 {{- $_ := set $config "admin" (dict "host" "0.0.0.0" "port" 9091) -}}
+{{- if not (get $config "upstream") -}}{{- $_ := unset $config "upstream" -}}{{- end -}}
 {{- $provider := get $config "provider" | default dict -}}
 {{- range $key := list "issuer" "authorizationEndpoint" "tokenEndpoint" "userinfoEndpoint" "revocationEndpoint" "endSessionEndpoint" -}}
 {{- if not (get $provider $key) -}}{{- $_ := unset $provider $key -}}{{- end -}}
@@ -179,7 +187,7 @@ reference to the environment the Deployment fills from the Secret.
 {{- $_ := set $session "encryptionKeys" $keys -}}
 {{- $_ := set $config "session" $session -}}
 {{- /* Sections in the order of the gateway's documentation, then any other key. */ -}}
-{{- $order := list "server" "admin" "provider" "upstream" "session" "tokens" "paths" "csrf" -}}
+{{- $order := list "server" "admin" "provider" "upstream" "session" "tokens" "paths" "forwardAuth" "csrf" -}}
 {{- range $key := $order -}}
 {{- if hasKey $config $key }}
 {{ toYaml (dict $key (get $config $key)) -}}
@@ -219,4 +227,17 @@ ${VARIABLE} references is not one Go's url.Parse accepts.
 {{ include "gatehouse.urlPort" . }}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+
+{{/*
+The gateway's own paths, as a JSON list: what the Ingress sends to it in
+forward-auth mode (the controller asks /forward-auth about every other path).
+*/}}
+{{- define "gatehouse.ownPaths" -}}
+{{- $paths := .Values.config.paths | default dict -}}
+{{- $own := list -}}
+{{- range $key, $default := dict "login" "/login" "callback" "/callback" "logout" "/logout" "session" "/session" "signedOut" "/signed-out" "backchannelLogout" "/backchannel-logout" -}}
+{{- $own = append $own (get $paths $key | default $default) -}}
+{{- end -}}
+{{- $own | sortAlpha | toJson -}}
 {{- end -}}
