@@ -2,11 +2,11 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Test } from 'tap';
 import { parse as parseYaml } from 'yaml';
-import { freePort, startHarness } from '../helpers/harness.js';
+import { freePort, startHarness, type Harness } from '../helpers/harness.js';
 import { CookieJar } from '../helpers/cookie-jar.js';
 import { approveAtAuthorizationServer } from '../helpers/sign-in.js';
 import { httpSend } from '../helpers/http-request.js';
-import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
+import { watchTokenEndpoint, type TokenEndpointWatch } from '../helpers/authorization-server-watch.js';
 import { waitUntilExpired } from '../helpers/refresh.js';
 import { RECIPES, type Addresses, type FrontProxy } from './front-proxy.js';
 
@@ -21,22 +21,32 @@ interface RecipeOptions {
   hidesEndpoint: boolean;
 }
 
+/** A recipe running: the cast of the harness and the proxy in front of the gateway, on the publicUrl's port. */
+export interface RunningRecipe {
+  h: Harness;
+  proxy: FrontProxy;
+  watch: TokenEndpointWatch;
+}
+
 /**
- * One recipe end to end: a real AS, the demo upstream (which validates the
- * bearer at the AS), gatehouse configured as docs/forward-auth/gatehouse.yaml
- * says, and the proxy from its recipe file in front, on the publicUrl's
- * port. A browser without a session ends on the AS sign-in page and comes
- * back to the page it asked for; no response it gets holds a token.
+ * A real AS, the demo upstream (which validates the bearer at the AS),
+ * gatehouse configured as docs/forward-auth/gatehouse.yaml says, and the
+ * proxy from its recipe file in front, on the publicUrl's port. Every access
+ * token lives `tokenTtl` seconds. Stopped by `t`'s teardown.
  */
-export async function recipeScenario(t: Test, start: (dir: string, addresses: Addresses) => Promise<FrontProxy>, options: RecipeOptions): Promise<void> {
+export async function startRecipe(
+  t: Test,
+  start: (dir: string, addresses: Addresses) => Promise<FrontProxy>,
+  options: { redirect: boolean; tokenTtl: number; authorizationServerHost?: '127.0.0.1' | 'localhost' },
+): Promise<RunningRecipe> {
   const recipe = parseYaml(readFileSync(join(RECIPES, 'gatehouse.yaml'), 'utf8')) as {
     server: { trustProxy: string[] };
     forwardAuth: { trustedProxies: string[] };
     routes: unknown[];
   };
   const h = await startHarness({
-    // Every token lives 3 s, so a test can wait for one to expire.
-    accessTokenTtl: 3,
+    accessTokenTtl: options.tokenTtl,
+    ...(options.authorizationServerHost ? { authorizationServerHost: options.authorizationServerHost } : {}),
     config: {
       server: { port: await freePort(), trustProxy: recipe.server.trustProxy },
       forwardAuth: { trustedProxies: recipe.forwardAuth.trustedProxies, redirect: options.redirect },
@@ -48,6 +58,17 @@ export async function recipeScenario(t: Test, start: (dir: string, addresses: Ad
   // publicUrl's port is free: the gateway listens on another; the proxy takes it.
   const proxy = await start(h.dir, { port: Number(new URL(h.url).port), gateway: h.gateway.address, upstream: h.upstream.url });
   t.teardown(() => proxy.close());
+  return { h, proxy, watch };
+}
+
+/**
+ * One recipe end to end without a browser: a client without a session ends
+ * on the AS sign-in page and comes back to the page it asked for; no
+ * response it gets holds a token.
+ */
+export async function recipeScenario(t: Test, start: (dir: string, addresses: Addresses) => Promise<FrontProxy>, options: RecipeOptions): Promise<void> {
+  // Every token lives 3 s, so a test can wait for one to expire.
+  const { h, proxy, watch } = await startRecipe(t, start, { redirect: options.redirect, tokenTtl: 3 });
 
   const jar = new CookieJar();
   const seen: string[] = [];
