@@ -4,7 +4,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import cookiePlugin from '@fastify/cookie';
 import type { Logger } from 'pino';
 import type { Config } from './config/schema.js';
-import { Metrics } from './metrics/metrics.js';
+import { GATEWAY_ROUTE_CLASSES, Metrics } from './metrics/metrics.js';
 import { Provider } from './oauth/provider.js';
 import { DpopKeys } from './oauth/dpop.js';
 import { TokenRefresher } from './oauth/refresh.js';
@@ -66,7 +66,11 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   const sealer = new Sealer(config.session.encryptionKeys);
   const store = new SessionStore(await openBackend(config.session.store, options.cwd, config.session.keyPrefix), sealer, config.session.cacheSize);
   const provider = new Provider(config.provider, logger);
-  const metrics = new Metrics(store.countSessions);
+  const routes = compileRoutes(config);
+  const metrics = new Metrics(
+    [...GATEWAY_ROUTE_CLASSES, ...(config.forwardAuth.trustedProxies === undefined ? [] : ['forward-auth']), ...routes.routes.map((route) => route.label)],
+    store.countSessions,
+  );
   const dpop = config.provider.dpop ? new DpopKeys(provider, config.session.cacheSize) : undefined;
   const publicUrl = config.server.publicUrl.replace(/\/$/, '');
   const context: GatewayContext = {
@@ -76,7 +80,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
     metrics,
     clock,
     dpop,
-    routes: compileRoutes(config),
+    routes,
     refresher: new TokenRefresher({
       provider,
       dpop,

@@ -4,18 +4,25 @@ import type { Config } from '../config/schema.js';
 import { cookieIsSecure } from '../config/checks.js';
 import { PENDING_LOGIN_TTL_MS } from '../oauth/pending-login.js';
 
+/** How long after a sign-in a browser without the session cookie is taken to have refused it. */
+const SIGNED_IN_MARKER_SECONDS = 60;
+
 /**
- * The gateway's two cookies and their attributes, computed once from config.
+ * The gateway's cookies and their attributes, computed once from config.
  * The session cookie holds only the random session id; the login cookie
  * holds the sealed pending logins.
  */
 export class GatewayCookies {
   readonly sessionName: string;
   readonly loginName: string;
+  /** Set by the callback for a minute: a browser that carries it but no session cookie refused the session cookie (no redirect loop, SPEC §4). */
+  readonly signedInName: string;
   readonly #session: CookieSerializeOptions;
   readonly #login: CookieSerializeOptions;
   readonly #cleared: CookieSerializeOptions;
   readonly #loginCleared: CookieSerializeOptions;
+  readonly #signedIn: CookieSerializeOptions;
+  readonly #signedInCleared: CookieSerializeOptions;
 
   constructor(config: Config) {
     const secure = cookieIsSecure(config);
@@ -27,12 +34,20 @@ export class GatewayCookies {
     // Lax whatever the session cookie says: the callback arrives as a top-level
     // navigation from the AS's site, which Strict would not carry (RFC 6265bis §5.6.7.1).
     this.#login = { httpOnly: true, path: '/', secure, sameSite: 'lax', maxAge: PENDING_LOGIN_TTL_MS / 1000 };
+    this.signedInName = `${config.session.cookieName}_signed_in`;
+    this.#signedIn = { httpOnly: true, path: '/', secure, sameSite: 'lax', maxAge: SIGNED_IN_MARKER_SECONDS };
+    this.#signedInCleared = { ...this.#signedIn, maxAge: 0, expires: new Date(0) };
     this.#cleared = { ...this.#session, maxAge: 0, expires: new Date(0) };
     this.#loginCleared = { ...this.#login, maxAge: 0, expires: new Date(0) };
   }
 
   setSession(reply: FastifyReply, sessionId: string): void {
     reply.setCookie(this.sessionName, sessionId, this.#session);
+  }
+
+  /** Marks this browser as just signed in (the callback), or unmarks it (sign-out). */
+  setSignedIn(reply: FastifyReply, signedIn: boolean): void {
+    reply.setCookie(this.signedInName, signedIn ? '1' : '', signedIn ? this.#signedIn : this.#signedInCleared);
   }
 
   clearSession(reply: FastifyReply): void {
@@ -61,7 +76,7 @@ export class GatewayCookies {
   }
 
   isOwn(name: string): boolean {
-    return name === this.sessionName || name === this.loginName;
+    return name === this.sessionName || name === this.loginName || name === this.signedInName;
   }
 }
 

@@ -3,8 +3,13 @@ import { FastHistogram } from './fast-histogram.js';
 
 const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
-/** Route classes of `gatehouse_http_requests_total` (README "Observe"). */
-export type RouteClass = 'login' | 'callback' | 'logout' | 'session' | 'proxy' | 'forward-auth';
+/** The gateway's own route classes of `gatehouse_http_requests_total` (README "Observe"); proxied requests carry their route's label. */
+export type RouteClass = 'login' | 'callback' | 'logout' | 'session' | 'forward-auth';
+
+/** The route classes every gateway has. */
+export const GATEWAY_ROUTE_CLASSES: readonly RouteClass[] = ['login', 'callback', 'logout', 'session'];
+const LOGIN_RESULTS = ['ok', 'denied', 'invalid_state', 'provider_unavailable', 'no_user_id', 'rejected'];
+const REFRESH_RESULTS = ['ok', 'failed', 'joined'];
 
 /**
  * The Prometheus metrics of one gateway instance, in a registry of its own
@@ -42,16 +47,22 @@ export class Metrics {
   readonly #unscraped = new Map<string, number>();
 
   /** Counts one answered request and its duration: two map updates, the label hashing left to the scrape. */
-  countRequest(route: RouteClass, status: number, seconds: number): void {
+  countRequest(route: string, status: number, seconds: number): void {
     const key = `${route} ${status}`;
     this.#unscraped.set(key, (this.#unscraped.get(key) ?? 0) + 1);
     this.requestDuration.observe(seconds, route);
   }
 
-  /** @param countSessions the store-wide session count; without it the gauge is absent (README "Observe") */
-  constructor(countSessions?: () => Promise<number>) {
+  /**
+   * @param routeLabels every label of `gatehouse_http_requests_total` this gateway can count: its own route classes and its routes' labels
+   * @param countSessions the store-wide session count; without it the gauge is absent (README "Observe")
+   */
+  constructor(routeLabels: readonly string[], countSessions?: () => Promise<number>) {
+    // Every label value from start-up, at 0 until it happens: "nothing failed" is not "no data" (SPEC §8).
+    for (const result of LOGIN_RESULTS) this.logins.inc({ result }, 0);
+    for (const result of REFRESH_RESULTS) this.refreshes.inc({ result }, 0);
     const unscraped = this.#unscraped;
-    new Counter({
+    const requestsTotal = new Counter({
       name: 'gatehouse_http_requests_total',
       help: 'Requests answered, by route class and status code',
       labelNames: ['route', 'status'] as const,
@@ -64,6 +75,7 @@ export class Metrics {
         unscraped.clear();
       },
     });
+    for (const route of routeLabels) requestsTotal.inc({ route, status: '200' }, 0);
     this.registry.registerMetric(this.requestDuration.asMetric());
     this.registry.registerMetric(this.upstreamDuration.asMetric());
     collectDefaultMetrics({ register: this.registry });

@@ -11,7 +11,7 @@ export const accessLogPlugin = fp<{ logger: Logger }>(
   async (fastify, { logger }) => {
     const { metrics } = fastify.gatehouse;
     fastify.addHook('onResponse', async (request, reply) => {
-      const route = request.routeOptions.config.routeClass ?? 'proxy';
+      const route = request.routeOptions.config.routeClass ?? request.proxyRoute?.label ?? 'proxy';
       metrics.countRequest(route, reply.statusCode, reply.elapsedTime / 1000);
       if (!logger.isLevelEnabled('info')) return;
       const query = request.url.indexOf('?');

@@ -59,12 +59,18 @@ function toGatehouseError(error: FastifyError): GatehouseError {
  * Answers with a registry error as HTML (navigations) or JSON (API calls),
  * uncacheable. Also used by routes that answer an error without throwing.
  */
-export function sendError(request: FastifyRequest, reply: FastifyReply, error: GatehouseError, link?: { href: string; text: string }): FastifyReply {
+export function sendError(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  error: GatehouseError,
+  link?: { href: string; text: string },
+  format: 'by-request' | 'json' = 'by-request',
+): FastifyReply {
   const { cookies, basePath, config, pages } = request.server.gatehouse;
   if (error.code === 'GH_ERR_SESSION_REQUIRED' && request.cookies[cookies.sessionName] !== undefined) cookies.clearSession(reply);
   const row = errorRow(error.code);
   reply.code(error.statusCode).header('cache-control', 'no-store').header('x-content-type-options', 'nosniff');
-  if (isNavigation(request)) {
+  if (format === 'by-request' && isNavigation(request)) {
     const signIn = link ?? (error.code === 'GH_ERR_SESSION_REQUIRED' ? signInLink(request, basePath, config.paths.login) : undefined);
     return reply
       .header('content-security-policy', pages.securityPolicy)
@@ -76,7 +82,7 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, error: G
   return reply.type('application/json; charset=utf-8').send({ error: slug, message: error.message, ...(link ? { login: link.href } : {}) });
 }
 
-function signInLink(request: FastifyRequest, basePath: string, loginPath: string): { href: string; text: string } {
+export function signInLink(request: FastifyRequest, basePath: string, loginPath: string): { href: string; text: string } {
   const returnTo = request.method === 'GET' ? `${basePath}${request.url}` : `${basePath}/`;
   return { href: `${basePath}${loginPath}?returnTo=${encodeURIComponent(returnTo)}`, text: 'Sign in' };
 }

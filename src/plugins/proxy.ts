@@ -4,17 +4,27 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { LRUCache } from 'lru-cache';
-import { gatehouseError } from '../errors.js';
+import { Agent, type Dispatcher } from 'undici';
+import { gatehouseError, isGatehouseError } from '../errors.js';
 import { createCrossSiteCheck } from '../http/csrf.js';
 import { endToEndHeaders } from '../http/hop-by-hop.js';
 import { ClientAddressing } from '../http/client-address.js';
+import { isNavigation } from '../http/request-kind.js';
 import { resolveSession } from './session.js';
-import { causeCode, endpointOf } from '../oauth/provider.js';
+import { sendError, signInLink } from './errors.js';
+import { causeCode } from '../oauth/provider.js';
 import type { TokenRecord } from '../session/store.js';
+import { isAmbiguousPath, upstreamPath, type Route } from '../routing/route-table.js';
+import { isAllowed } from '../routing/allow.js';
+import { identityHeaders } from '../routing/identity-headers.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** The access token to send upstream, set once the session is resolved. */
+    /** The route the request's path matched (README "Routes"); undefined before matching or when none did. */
+    proxyRoute: Route | undefined;
+    /** The route's identity headers for the signed-in user; undefined without a user or headers. */
+    identity: Record<string, string> | undefined;
+    /** The access token to send upstream, set once the session is resolved; '' sends none. */
     upstreamToken: string;
     /** With `provider.dpop`: the DPoP proof sent with it (RFC 9449 §7.1); '' otherwise. */
     upstreamProof: string;
@@ -28,7 +38,7 @@ declare module 'fastify' {
     userKey: string;
     /** Whether an upstream 401 may be retried once with a new access token (see `onResponse`). */
     upstreamRetryable: boolean;
-    /** The upstream path and query, kept for that retry. */
+    /** The upstream path (without the query, which reply-from appends), kept for that retry and the failure log. */
     upstreamPath: string;
     /** Whether this request is that retry. */
     upstreamRetried: boolean;
@@ -52,19 +62,51 @@ interface UpstreamResponse {
 }
 
 /**
- * Every path that is not the gateway's own goes to `upstream` with the
- * user's access token (README "How it works"). The preHandler is the hot path: CSRF check,
- * one cookie, LRU lookups, a refresh only when the token is stale.
+ * Incoming request headers never passed on as they are, besides those
+ * ClientAddressing replaces: the browser's Authorization and DPoP (the
+ * gateway's own or none) and every identity header any route names (a
+ * client never chooses its identity, README "Routes").
+ */
+function gatewaySetHeaders(identityHeaderNames: ReadonlySet<string>): (name: string) => boolean {
+  return (name) => name === 'authorization' || name === 'dpop' || identityHeaderNames.has(name);
+}
+
+/**
+ * The connection pools to the upstreams: undici keeps one pool per origin, so
+ * each route's upstream has its own. reply-from gives every request one
+ * `timeout` for both the response head and each body chunk; here it bounds
+ * only the head (the route's `timeout`), and a long stream (server-sent
+ * events) keeps the pool's body timeout.
+ */
+class UpstreamAgent extends Agent {
+  override dispatch(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+    options.bodyTimeout = null;
+    return super.dispatch(options, handler);
+  }
+}
+
+/**
+ * Every path that is not the gateway's own goes to the upstream of the route
+ * it matches (README "Routes", "How it works"). The preHandler is the hot
+ * path and reads top to bottom: route, CSRF check, cookie, session (LRU
+ * lookups), token (a refresh only when stale), who may pass, headers.
  */
 export const proxyPlugin = fp(
   async (fastify) => {
-    const { config, cookies, refresher, metrics, dpop } = fastify.gatehouse;
+    const { config, cookies, refresher, metrics, dpop, routes, basePath } = fastify.gatehouse;
     const isCrossSite = createCrossSiteCheck(config);
     const publicUrl = new URL(config.server.publicUrl);
     const forwardedProto = publicUrl.protocol.slice(0, -1);
     const forwardedHost = publicUrl.host;
     const clientAddressing = new ClientAddressing(config.server.trustProxy);
+    const isGatewaySet = gatewaySetHeaders(routes.identityHeaderNames);
+    /** ClientAddressing's predicate (one of two) -> it or isGatewaySet, built once each: no closure per request. */
+    const replacedWith = new Map<(name: string) => boolean, (name: string) => boolean>();
+    const loginHref = `${basePath}${config.paths.login}`;
+    const signOut = { href: `${basePath}${config.paths.logout}`, text: 'Sign out' };
 
+    fastify.decorateRequest('proxyRoute', undefined);
+    fastify.decorateRequest('identity', undefined);
     fastify.decorateRequest('upstreamToken', '');
     fastify.decorateRequest('upstreamProof', '');
     fastify.decorateRequest('upstreamStart', 0n);
@@ -87,20 +129,86 @@ export const proxyPlugin = fp(
     /** @fastify/http-proxy's reply options (the same object for every request), kept for the retry. */
     let fromOptions: unknown;
 
-    async function authenticate(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-      if (isCrossSite(request)) throw gatehouseError('GH_ERR_CSRF_REJECTED');
+    async function authenticate(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
+      const { url } = request;
+      const query = url.indexOf('?');
+      const path = query < 0 ? url : url.slice(0, query);
+      // `/assets/../admin` could match one route here and mean another at the upstream.
+      if (isAmbiguousPath(path)) throw gatehouseError('GH_ERR_REQUEST_INVALID', { detail: 'the path holds a "." or ".." segment or a backslash' });
+      const route = routes.match(path);
+      if (route === undefined) throw gatehouseError('GH_ERR_ROUTE_NOT_FOUND');
+      request.proxyRoute = route;
+      if (route.auth !== 'public') {
+        const answered = await authenticateUser(request, reply, route);
+        if (answered !== undefined) return answered;
+      }
+      request.upstreamStart = process.hrtime.bigint();
+      return undefined;
+    }
+
+    /** Session, token, `allow` and identity headers of a required or optional route; a reply when the request ends here. */
+    async function authenticateUser(request: FastifyRequest, reply: FastifyReply, route: Route): Promise<FastifyReply | undefined> {
+      const required = route.auth === 'required';
+      if (required && isCrossSite(request)) throw gatehouseError('GH_ERR_CSRF_REJECTED');
       const resolved = await resolveSession(request);
-      if (!resolved) throw gatehouseError('GH_ERR_SESSION_REQUIRED');
+      if (!resolved) {
+        if (required) return unauthenticated(request, reply, route);
+        if (request.cookies[cookies.sessionName] !== undefined) cookies.clearSession(reply);
+        return undefined;
+      }
+      // The CSRF rule holds for every request proxied with a session (SPEC §9).
+      if (!required && isCrossSite(request)) throw gatehouseError('GH_ERR_CSRF_REJECTED');
       request.userKey = resolved.session.userId;
       request.userId = resolved.tokens.user ?? resolved.session.userId;
       if (perUserLimit > 0) takeUserSlot(request, reply);
-      const tokens = await refresher.fresh(resolved.tokens, request.log);
+      let tokens: TokenRecord;
+      try {
+        tokens = await refresher.fresh(resolved.tokens, request.log);
+      } catch (err) {
+        // On an optional route a session the AS ended (rejected refresh) leaves an anonymous request.
+        if (required || !isGatehouseError(err) || err.code !== 'GH_ERR_SESSION_REQUIRED') throw err;
+        cookies.clearSession(reply);
+        releaseUserSlot(request);
+        request.userId = undefined;
+        return undefined;
+      }
+      if (route.allow !== undefined && !isAllowed(route.allow, tokens.claims)) {
+        request.errorCode = 'GH_ERR_NOT_ALLOWED';
+        return sendError(request, reply, gatehouseError('GH_ERR_NOT_ALLOWED', { detail: String(request.userId) }), signOut);
+      }
+      if (route.headers.length > 0) request.identity = identityHeaders(route, tokens.claims);
+      if (!route.sendsToken) return undefined;
       request.upstreamToken = tokens.accessToken;
-      if (dpop) request.upstreamProof = await upstreamProof(request, tokens);
+      if (dpop) request.upstreamProof = await upstreamProof(request, route, tokens);
       // A token issued during this very request is not worth replacing if the upstream refuses it.
       request.upstreamRetryable =
         tokens === resolved.tokens && RETRYABLE_METHODS.has(request.method) && !hasBody(request) && refusedAfterRetry.peek(request.userKey) !== tokens.accessToken;
-      request.upstreamStart = process.hrtime.bigint();
+      return undefined;
+    }
+
+    /**
+     * A required route without a session (SPEC §4): a GET or HEAD navigation
+     * goes through sign-in and back (`onUnauthenticated: auto`), unless this
+     * browser has just signed in and came back without the session cookie:
+     * it refused it, and another redirect would loop. Everything else gets
+     * 401, JSON or the sign-in page.
+     */
+    function unauthenticated(request: FastifyRequest, reply: FastifyReply, route: Route): FastifyReply {
+      const error = gatehouseError('GH_ERR_SESSION_REQUIRED');
+      if (route.onUnauthenticated === '401') {
+        request.errorCode = error.code;
+        return sendError(request, reply, error, undefined, 'json');
+      }
+      if (route.onUnauthenticated === 'page' || (request.method !== 'GET' && request.method !== 'HEAD') || !isNavigation(request)) throw error;
+      const hasSessionCookie = request.cookies[cookies.sessionName] !== undefined;
+      if (!hasSessionCookie && request.cookies[cookies.signedInName] !== undefined) {
+        request.errorCode = 'GH_ERR_COOKIE_REFUSED';
+        return sendError(request, reply, gatehouseError('GH_ERR_COOKIE_REFUSED'), signInLink(request, basePath, config.paths.login));
+      }
+      if (hasSessionCookie) cookies.clearSession(reply);
+      return reply
+        .header('cache-control', 'no-store')
+        .redirect(`${loginHref}?returnTo=${encodeURIComponent(`${basePath}${request.url}`)}`, 302);
     }
 
     /**
@@ -137,9 +245,19 @@ export const proxyPlugin = fp(
       else inFlight.delete(request.userKey);
     }
 
-    function proxyTo(request: FastifyRequest, reply: FastifyReply, dest: string, options: unknown): FastifyReply {
+    /**
+     * Sends the request to its route's upstream. `options` is the object
+     * @fastify/http-proxy builds for this request (it does, as `getUpstream`
+     * is given), so the route's timeout is set on it without another allocation.
+     */
+    function proxyTo(request: FastifyRequest, reply: FastifyReply, _dest: string, options: { timeout?: number }): FastifyReply {
+      const route = request.proxyRoute!;
+      const { url } = request;
+      const query = url.indexOf('?');
+      const dest = upstreamPath(route, query < 0 ? url : url.slice(0, query));
       request.upstreamPath = dest;
       fromOptions ??= options;
+      options.timeout = route.timeout * 1000;
       return reply.from(dest, options as Parameters<FastifyReply['from']>[1]);
     }
 
@@ -172,19 +290,34 @@ export const proxyPlugin = fp(
         const tokens = await refresher.replace(request.userKey, request.upstreamToken, request.log);
         request.upstreamToken = tokens.accessToken;
         // A proof is good for one request (its jti): the retry gets its own.
-        if (dpop) request.upstreamProof = await upstreamProof(request, tokens);
+        if (dpop) request.upstreamProof = await upstreamProof(request, request.proxyRoute!, tokens);
       } catch (err) {
         reply.send(err);
         return;
       }
       request.upstreamRetried = true;
       request.upstreamStart = process.hrtime.bigint();
-      reply.from(request.upstreamPath, fromOptions as Parameters<FastifyReply['from']>[1]);
+      const options = { ...(fromOptions as object), getUpstream: originOf, timeout: request.proxyRoute!.timeout * 1000 };
+      reply.from(request.upstreamPath, options as Parameters<FastifyReply['from']>[1]);
+    }
+
+    function replacedHeaders(request: FastifyRequest): (name: string) => boolean {
+      const byAddress = clientAddressing.replacedHeaders(request);
+      let replaced = replacedWith.get(byAddress);
+      if (replaced === undefined) {
+        replaced = (name) => byAddress(name) || isGatewaySet(name);
+        replacedWith.set(byAddress, replaced);
+      }
+      return replaced;
     }
 
     function rewriteRequestHeaders(request: FastifyRequest, incoming: IncomingHttpHeaders): IncomingHttpHeaders {
-      const headers = endToEndHeaders(incoming, clientAddressing.replacedHeaders(request));
-      if (request.upstreamProof === '') {
+      const headers = endToEndHeaders(incoming, replacedHeaders(request));
+      const { identity } = request;
+      if (identity !== undefined) Object.assign(headers, identity);
+      if (request.upstreamToken === '') {
+        // No token on this route, or no user on an optional one.
+      } else if (request.upstreamProof === '') {
         headers.authorization = `Bearer ${request.upstreamToken}`;
       } else {
         // RFC 9449 §7.1: the DPoP scheme and a proof for this method and URL; a browser's own DPoP header never passes.
@@ -211,57 +344,61 @@ export const proxyPlugin = fp(
       return headers;
     }
 
-    const upstreamEndpoint = endpointOf(config.upstream).replace(/\/$/, '');
-
     /**
      * The proof for the request about to go upstream: `htu` is the URL it is
-     * sent to (the configured upstream, resolved as @fastify/reply-from
+     * sent to (the route's upstream, resolved as @fastify/reply-from
      * resolves it), not the public URL the browser used (README "Client
      * authentication and sender-constrained tokens", behind a gateway).
      */
-    async function upstreamProof(request: FastifyRequest, tokens: TokenRecord): Promise<string> {
+    async function upstreamProof(request: FastifyRequest, route: Route, tokens: TokenRecord): Promise<string> {
       // A record from before `dpop` was turned on holds a Bearer token: sent as such until its refresh binds a key.
       if (tokens.dpopKey === undefined) return '';
-      const source = request.url;
-      const target = new URL(source.length > 1 && source[1] === '/' ? `.${source}` : source, config.upstream);
+      const source = upstreamPath(route, request.url);
+      const target = new URL(source.length > 1 && source[1] === '/' ? `.${source}` : source, route.origin);
       return dpop!.proof(tokens.dpopKey, request.method, target, tokens.accessToken);
     }
 
-    function onError(reply: FastifyReply, { error }: { error: Error }): void {
+    function onError(reply: FastifyReply, { error }: { error: Error & { statusCode?: number } }): void {
       // Host and path of the upstream request, never its query (README "Logs").
-      const { url } = reply.request;
-      const query = url.indexOf('?');
-      const failure = { type: error.name, code: causeCode(error), endpoint: `${upstreamEndpoint}${query < 0 ? url : url.slice(0, query)}` };
-      reply.request.log.warn({ failure }, 'upstream failed');
-      reply.send(gatehouseError('GH_ERR_UPSTREAM_UNAVAILABLE', { cause: error }));
+      const { request } = reply;
+      const failure = { type: error.name, code: causeCode(error), endpoint: `${request.proxyRoute!.origin}${request.upstreamPath}` };
+      request.log.warn({ failure }, 'upstream failed');
+      // reply-from's GatewayTimeoutError: no response head within the route's `timeout`.
+      reply.send(gatehouseError(error.statusCode === 504 ? 'GH_ERR_UPSTREAM_TIMEOUT' : 'GH_ERR_UPSTREAM_UNAVAILABLE', { cause: error }));
     }
 
     // Fastify's own text/plain parser would buffer such bodies, and refuse any over
     // its 1 MiB bodyLimit with 413; @fastify/http-proxy streams every other type (README "How it works").
     fastify.removeContentTypeParser('text/plain');
     await fastify.register(httpProxy, {
-      upstream: config.upstream,
+      // No fixed upstream: each request goes to its route's origin (`getUpstream`).
+      upstream: '',
       prefix: '/',
       config: { routeClass: 'proxy' },
       preHandler: authenticate,
       handler: proxyTo,
       disableRequestLogging: true,
-      // Only the configured upstream ever receives a token: nothing in a request chooses the host (README "How it works").
-      undici: {
+      // Only the matched route's upstream ever receives its token: nothing in a request chooses the host (README "Routes").
+      undici: new UpstreamAgent({
         connections: 128,
         pipelining: 1,
         keepAliveTimeout: 60_000,
-        // @fastify/reply-from turns certificate checks off unless told: an https upstream must prove who it is.
-        tls: { rejectUnauthorized: true },
-      },
+        // An https upstream must prove who it is.
+        connect: { rejectUnauthorized: true },
+      }),
       // reply-from retries a GET answered 503 up to 10 times (its `maxRetriesOn503` treats 0 as
       // unset), sleeping Retry-After as milliseconds: a handler that never asks for a retry
       // passes every answer on once (README "What the browser sees"; test/proxy/no-retry-on-503.test.ts).
-      replyOptions: { rewriteRequestHeaders, rewriteHeaders, onError, onResponse, retryDelay: neverRetry },
+      replyOptions: { rewriteRequestHeaders, rewriteHeaders, onError, onResponse, retryDelay: neverRetry, getUpstream: originOf },
     } as unknown as Parameters<typeof httpProxy>[1]);
   },
   { name: 'gatehouse-proxy', fastify: '5.x', dependencies: ['gatehouse-context', 'gatehouse-errors'] },
 );
+
+/** The origin of the request's route: the only host its request, and its token, goes to. */
+function originOf(request: FastifyRequest): string {
+  return request.proxyRoute!.origin;
+}
 
 function isEventStream(contentType: OutgoingHttpHeaders[string]): boolean {
   return typeof contentType === 'string' && contentType.trimStart().toLowerCase().startsWith('text/event-stream');

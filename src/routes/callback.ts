@@ -84,6 +84,7 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
     request.log.info({ userId: identity.user }, 'session created');
 
     cookies.setSession(reply, sessionId);
+    cookies.setSignedIn(reply, true);
     return finish(reply, pending.returnTo);
   });
 

@@ -40,6 +40,7 @@ export async function logoutRoute(fastify: FastifyInstance): Promise<void> {
       if (wantsEverywhere && !mayEndEverywhere(request)) request.log.info('logout everywhere from a request not shown to be same-origin: this browser only');
       const idToken = resolved ? await endSession(request, resolved, wantsEverywhere && mayEndEverywhere(request)) : undefined;
       cookies.clearSession(reply);
+      if (request.cookies[cookies.signedInName] !== undefined) cookies.setSignedIn(reply, false);
       reply.header('cache-control', 'no-store');
       const endSessionEndpoint = provider.ready ? provider.configuration.serverMetadata().end_session_endpoint : undefined;
       if (endSessionEndpoint === undefined) return reply.redirect(`${basePath}/`, 302);

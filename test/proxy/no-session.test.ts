@@ -6,10 +6,11 @@ import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 import { httpSend, type RawResponse } from '../helpers/http-request.js';
 
 /**
- * README "What the browser sees", "any other path, no cookie or unknown session id": 401, JSON
- * `{"error":"unauthorized"}` for API calls (`Accept: *\/*` included), an HTML
- * page with a sign-in link for navigations, a stale cookie cleared, and
- * nothing sent upstream nor to the token endpoint.
+ * SPEC §4 "any other path, no cookie or unknown session id": 401, JSON
+ * `{"error":"unauthorized"}` for API calls (`Accept: *\/*` and EventSource
+ * included), a 302 through sign-in and back to the same path and query for
+ * GET and HEAD navigations, the 401 page for other navigations, a stale
+ * cookie cleared, and nothing sent upstream nor to the token endpoint.
  */
 t.test('a proxied path without a live session', async (t) => {
   const h = await startHarness();
@@ -28,7 +29,13 @@ t.test('a proxied path without a live session', async (t) => {
     ['a malformed id', 'session_id=not-a-session'],
     ['an empty id among other cookies', 'theme=dark; session_id=; lang=en'],
   ];
-  const apiAccepts: Array<Record<string, string>> = [{}, { accept: '*/*' }, { accept: 'application/json' }, { accept: 'application/json, */*' }];
+  const apiAccepts: Array<Record<string, string>> = [
+    {},
+    { accept: '*/*' },
+    { accept: 'application/json' },
+    { accept: 'application/json, */*' },
+    { accept: 'text/event-stream' },
+  ];
   const navigations: Array<Record<string, string>> = [
     { accept: 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8' },
     { accept: '*/*', 'sec-fetch-mode': 'navigate' },
@@ -47,10 +54,25 @@ t.test('a proxied path without a live session', async (t) => {
       }
     });
 
-    t.test(`${name}: navigations get a 401 page with a sign-in link`, async (t) => {
+    t.test(`${name}: GET and HEAD navigations are sent through sign-in and back`, async (t) => {
       for (const headers of navigations) {
-        // fetch() always sends `Sec-Fetch-Mode: cors`; node:http sends what a browser's navigation does.
-        const response = await httpSend(h.url, { path: '/orders?page=2', headers: { ...headers, ...(cookie ? { cookie } : {}) } });
+        for (const method of ['GET', 'HEAD'] as const) {
+          // fetch() always sends `Sec-Fetch-Mode: cors`; node:http sends what a browser's navigation does.
+          const response = await httpSend(h.url, { method, path: '/orders?page=2', headers: { ...headers, ...(cookie ? { cookie } : {}) } });
+          t.equal(response.status, 302, `${method} ${JSON.stringify(headers)}`);
+          const location = new URL(String(response.headers.location), h.url);
+          t.equal(location.origin, h.url, 'to the gateway itself');
+          t.equal(location.pathname, '/login', 'to the sign-in path');
+          t.equal(location.searchParams.get('returnTo'), '/orders?page=2', 'returning to the page asked for');
+          t.equal(response.headers['cache-control'], 'no-store');
+          checkCookieCleared(t, response, cookie);
+        }
+      }
+    });
+
+    t.test(`${name}: a POST navigation gets the 401 page with a sign-in link`, async (t) => {
+      for (const headers of navigations) {
+        const response = await httpSend(h.url, { method: 'POST', path: '/orders?page=2', headers: { ...headers, ...(cookie ? { cookie } : {}) } });
         t.equal(response.status, 401, JSON.stringify(headers));
         t.match(response.headers['content-type'], /^text\/html/);
         const page = response.body.toString('utf8');
@@ -58,7 +80,7 @@ t.test('a proxied path without a live session', async (t) => {
         t.ok(href, 'the page links somewhere');
         const link = new URL(href!, h.url);
         t.equal(link.pathname, '/login', 'to the sign-in path');
-        t.equal(link.searchParams.get('returnTo'), '/orders?page=2', 'returning to the page asked for');
+        t.equal(link.searchParams.get('returnTo'), '/', 'a POST is not repeated after sign-in');
         checkCookieCleared(t, response, cookie);
       }
     });
