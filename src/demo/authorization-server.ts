@@ -78,6 +78,8 @@ export interface AuthorizationServerOptions {
   dpopNonces?: boolean;
   /** Support DPoP at all (default true); false: proofs are ignored and every token is a Bearer token. */
   dpop?: boolean;
+  /** Claims some users have besides sub, name and email (user -> claims, e.g. `groups`), released with the `profile` scope. */
+  extraClaims?: Readonly<Record<string, Readonly<Record<string, unknown>>>>;
 }
 
 /** Successful token endpoint grants by type, and failed refreshes. */
@@ -148,18 +150,19 @@ function buildConfiguration(
 ): Configuration {
   const refreshTokenTtl = opts.refreshTokenTtl ?? ONE_DAY;
   const issueRefreshTokens = opts.issueRefreshTokens ?? true;
+  const extraClaimNames = [...new Set(Object.values(opts.extraClaims ?? {}).flatMap((claims) => Object.keys(claims)))];
   return {
     adapter: opts.adapter,
     clients: [...opts.clients.map(clientMetadata), resourceServerMetadata(introspection)],
     jwks: { keys: [generateSigningKey()] },
     cookies: { keys: [randomBytes(32).toString('base64url')] },
     scopes: DEMO_SCOPES,
-    claims: { openid: ['sub'], profile: ['name'], email: ['email', 'email_verified'] },
+    claims: { openid: ['sub'], profile: ['name', ...extraClaimNames], email: ['email', 'email_verified'] },
     // Put profile and email claims in the ID token too, so a client needs no userinfo call to show who signed in.
     conformIdTokenClaims: false,
     responseTypes: ['code'],
     pkce: { required: () => true },
-    findAccount,
+    findAccount: (_ctx, sub) => account(sub, opts.extraClaims?.[sub]),
     renderError,
     loadExistingGrant: grantDemoScopes,
     issueRefreshToken: (_ctx, client) => issueRefreshTokens && client.grantTypeAllowed('refresh_token'),
@@ -228,7 +231,7 @@ function generateSigningKey(): JWK {
   return { ...privateKey.export({ format: 'jwk' }), kid: randomBytes(8).toString('hex'), alg: 'RS256', use: 'sig' };
 }
 
-function findAccount(_ctx: KoaContextWithOIDC, sub: string): Account {
+function account(sub: string, extra: Readonly<Record<string, unknown>> = {}): Account {
   return {
     accountId: sub,
     claims: () => ({
@@ -236,6 +239,7 @@ function findAccount(_ctx: KoaContextWithOIDC, sub: string): Account {
       name: sub.charAt(0).toUpperCase() + sub.slice(1),
       email: `${sub}@example.com`,
       email_verified: true,
+      ...extra,
     }),
   };
 }

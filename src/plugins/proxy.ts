@@ -374,7 +374,6 @@ export const proxyPlugin = fp(
       // No fixed upstream: each request goes to its route's origin (`getUpstream`).
       upstream: '',
       prefix: '/',
-      config: { routeClass: 'proxy' },
       preHandler: authenticate,
       handler: proxyTo,
       disableRequestLogging: true,

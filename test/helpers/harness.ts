@@ -46,6 +46,8 @@ export interface HarnessOptions {
    * SameSite rules.
    */
   authorizationServerHost?: '127.0.0.1' | 'localhost';
+  /** Claims some users have besides sub, name and email (user -> claims, e.g. `groups`). */
+  extraClaims?: AuthorizationServerOptions['extraClaims'];
   /** The gateway's clock (a TestClock lets a test skip ahead instead of sleeping); default the system clock. */
   clock?: Clock;
 }
@@ -110,6 +112,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     pushedAuthorization: options.pushedAuthorization !== undefined,
     dpopNonces: options.dpopNonces ?? false,
     dpop: options.dpopSupported ?? true,
+    extraClaims: options.extraClaims,
   });
   asProxy.target = as.listenUrl;
   const upstream = await startUpstream({
