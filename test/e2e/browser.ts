@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium, type BrowserContext, type Page, type Response } from 'playwright-core';
+import { chromium, type BrowserContext, type Page, type Request, type Response } from 'playwright-core';
 import type { Test } from 'tap';
 
 /** Debian's Chromium (`apt-get install chromium`; .ci/run installs it). No browser is ever downloaded. */
@@ -120,18 +120,26 @@ export async function submitLoginForm(page: Page, user: string): Promise<void> {
 }
 
 /**
- * The whole sign-in as a user does it: open `path`, follow the 401 page's
- * sign-in link, sign in at the AS, land back on `path`. Throws if any step
- * does not happen (the tests that prove each step assert them one by one).
+ * The whole sign-in as a user does it: open `path` (the gateway sends the
+ * browser on to the AS, SPEC §4), sign in at the AS, land back on `path`.
+ * Throws if any step does not happen (the tests that prove each step assert
+ * them one by one).
  */
 export async function signInThroughBrowser(page: Page, gatewayUrl: string, path: string, user: string): Promise<void> {
   const first = await page.goto(`${gatewayUrl}${path}`);
-  if (first?.status() !== 401) throw new Error(`${path} answered ${first?.status()} before sign-in, not 401`);
-  await page.getByRole('link', { name: 'Sign in' }).click();
+  const gatewayAnswer = await firstOfChain(first!).response();
+  if (gatewayAnswer?.status() !== 302) throw new Error(`${path} answered ${gatewayAnswer?.status()} before sign-in, not 302`);
   await page.locator('input[name="login"]').waitFor();
   await submitLoginForm(page, user);
   await page.waitForURL(`${gatewayUrl}${path}`);
   await upstreamCall(page, 'me');
+}
+
+/** The request a navigation began with, before the redirects that led to `response`. */
+export function firstOfChain(response: Response): Request {
+  let request = response.request();
+  for (let earlier = request.redirectedFrom(); earlier !== null; earlier = request.redirectedFrom()) request = earlier;
+  return request;
 }
 
 /**
