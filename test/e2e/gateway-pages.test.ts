@@ -24,7 +24,8 @@ t.test('every gateway page: heading, no token, strict CSP, styled, screenshotted
     authorizationServerHost: 'localhost',
     // Short-lived access tokens: the 503 page is what a refresh gets while the authorization server is down.
     accessTokenTtl: 2,
-    config: { upstream: `http://127.0.0.1:${deadUpstream}`, pages: { productName: 'Acme Orders' } },
+    // `onUnauthenticated: page`: a navigation without a session shows the sign-in page instead of going to the AS.
+    config: { routes: [{ path: '/', upstream: `http://127.0.0.1:${deadUpstream}`, onUnauthenticated: 'page' }], pages: { productName: 'Acme Orders' } },
   });
   t.teardown(() => h.close());
   const watch = watchTokenEndpoint(h.as);

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { startHarness } from '../helpers/harness.js';
 import { introspect, watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
-import { openBrowser, signInThroughBrowser } from './browser.js';
+import { openBrowser, signInThroughBrowser, firstOfChain } from './browser.js';
 
 /**
  * README "What the browser sees" `GET /logout` in Chromium: the gateway ends the session and sends
@@ -24,15 +24,15 @@ t.test('signing out lands on the configured page and the protected pages ask for
   const landed = page.waitForResponse(`${h.url}/`);
   await page.getByRole('button', { name: 'Yes, sign me out' }).click();
   const landing = await landed;
-  await page.waitForURL(`${h.url}/`);
-  t.equal(landing.status(), 401, 'back on publicUrl + "/", which now needs a sign-in');
-  t.equal(await page.locator('h1').textContent(), 'Sign in required');
-  t.ok(await page.getByRole('link', { name: 'Sign in' }).isVisible(), 'with a sign-in link');
+  t.equal(landing.status(), 302, 'back on publicUrl + "/", which now needs a sign-in');
+  t.equal(await landing.headerValue('location'), '/login?returnTo=%2F', 'and sends the browser to sign in (SPEC §4)');
+  await page.waitForURL((url) => url.origin === asOrigin && url.pathname.startsWith('/interaction/'));
+  t.equal(await page.locator('input[name="login"]').count(), 1, "the AS asks for a sign-in: the user's AS session ended too");
   t.notOk((await context.cookies(h.url)).some((cookie) => cookie.name === 'session_id'), 'the session cookie is gone');
 
-  const again = await page.goto(`${h.url}/orders`);
-  t.equal(again?.status(), 401, 'the protected page shows the sign-in page again');
-  t.equal(await page.getByRole('link', { name: 'Sign in' }).getAttribute('href'), '/login?returnTo=%2Forders');
+  const again = firstOfChain((await page.goto(`${h.url}/orders`))!);
+  t.equal((await again.response())?.status(), 302, 'the protected page sends the browser to sign in again');
+  t.equal(await (await again.response())?.headerValue('location'), '/login?returnTo=%2Forders');
   t.equal(h.upstream.received.length, receivedBefore, 'nothing reached the upstream after sign-out');
 
   const refreshToken = watch.issued.find((issued) => issued.refreshToken)?.refreshToken;
