@@ -150,6 +150,8 @@ t.test('renderings the chart refuses: SQLite off the volume, keys the chart sets
     [['minimal.yaml'], ['config.server.port=9000'], 'config.server.port is set by the chart'],
     [['minimal.yaml'], ['config.session.encryptionKeys={abc}'], 'config.session.encryptionKeys is set by the chart'],
     [[], [], 'config.server.publicUrl is required'],
+    [['minimal.yaml'], ['config.provider.clientId='], 'config.provider.clientId is required'],
+    [['minimal.yaml'], ['config.upstream='], 'config.upstream is required'],
     [['minimal.yaml'], ['secret.sessionKeys=null'], 'secret.sessionKeys needs at least one key'],
   ];
   for (const [files, set, message] of refusals) {

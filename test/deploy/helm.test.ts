@@ -11,7 +11,7 @@ import { join } from 'node:path';
  * would have. Scaling and refused renderings: helm-scaling.test.ts.
  */
 
-const VALUES_FILES = ['minimal.yaml', 'redis-3-replicas-hpa.yaml', 'existing-secret.yaml', 'everything-on.yaml'];
+const VALUES_FILES = ['minimal.yaml', 'redis-3-replicas-hpa.yaml', 'existing-secret.yaml', 'everything-on.yaml', 'routes.yaml'];
 let helm: Helm;
 
 t.before(async () => {
@@ -129,4 +129,20 @@ t.test('existingSecret: no Secret rendered, the named keys of the operator Secre
   const effective = parse(check.stdout);
   t.equal(effective.provider.clientAuthMethod, 'client_secret_basic');
   t.strictSame(effective.session.encryptionKeys, ['[redacted]', '[redacted]'], 'both keys of a rotation');
+});
+
+t.test('routes pass through the chart values into a config gatehouse check accepts', async (t) => {
+  const r = await helm.template(['routes.yaml']);
+  t.equal(r.code, 0, r.stderr);
+  const check = await checkRenderedConfig(r, podEnvironment(r));
+  t.equal(check.code, 0, check.stderr);
+  const effective = parse(check.stdout) as { routes: Array<Record<string, unknown>> };
+  t.strictSame(
+    effective.routes.map((route) => [route.path, route.upstream, route.auth]),
+    [
+      ['/api', 'http://api.default.svc:8080/v1', 'required'],
+      ['/assets/', 'http://web.default.svc:3000', 'public'],
+      ['/', 'http://web.default.svc:3000', 'optional'],
+    ],
+  );
 });

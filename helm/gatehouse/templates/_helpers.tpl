@@ -123,8 +123,11 @@ change. Included by the Deployment and the ConfigMap.
 {{- if and .Values.networkPolicy.enabled (not .Values.networkPolicy.httpFrom) -}}
 {{- fail "networkPolicy.httpFrom is required with forwardAuth.enabled: the Ingress controller's pods (e.g. a namespaceSelector for its namespace), so that nothing else reaches /forward-auth" -}}
 {{- end -}}
-{{- else if not (dig "upstream" "" .Values.config) -}}
-{{- fail "config.upstream is required: where every non-gateway path goes, e.g. http://my-app.my-namespace.svc:8080 (or set forwardAuth.enabled)" -}}
+{{- else if not (or (dig "upstream" "" .Values.config) (dig "routes" list .Values.config)) -}}
+{{- fail "config.upstream is required: where every non-gateway path goes, e.g. http://my-app.my-namespace.svc:8080 (or give config.routes, or set forwardAuth.enabled)" -}}
+{{- end -}}
+{{- if not (dig "provider" "clientId" "" .Values.config) -}}
+{{- fail "config.provider.clientId is required: the client id registered for the gateway at the authorization server" -}}
 {{- end -}}
 {{- if not (or (dig "provider" "issuer" "" .Values.config) (and (dig "provider" "authorizationEndpoint" "" .Values.config) (dig "provider" "tokenEndpoint" "" .Values.config))) -}}
 {{- fail "config.provider.issuer is required (or config.provider.authorizationEndpoint and config.provider.tokenEndpoint for a server without discovery)" -}}
@@ -187,7 +190,7 @@ reference to the environment the Deployment fills from the Secret.
 {{- $_ := set $session "encryptionKeys" $keys -}}
 {{- $_ := set $config "session" $session -}}
 {{- /* Sections in the order of the gateway's documentation, then any other key. */ -}}
-{{- $order := list "server" "admin" "provider" "upstream" "session" "tokens" "paths" "forwardAuth" "csrf" -}}
+{{- $order := list "server" "admin" "provider" "upstream" "routes" "session" "tokens" "paths" "forwardAuth" "csrf" -}}
 {{- range $key := $order -}}
 {{- if hasKey $config $key }}
 {{ toYaml (dict $key (get $config $key)) -}}
