@@ -49,7 +49,12 @@ export interface GatewayOptions {
   cli?: string;
   /** provider.dpop: DPoP-bound tokens, a proof per proxied request. */
   dpop?: boolean;
+  /** `routes` instead of `upstream`: this many routes, all to the upstream, the most specific one `ROUTED_PATH`. */
+  routes?: number;
 }
+
+/** The path the routes scenario requests: the longest of its routes matches it. */
+export const ROUTED_PATH = '/api/data';
 
 /** A gateway started through its real entry point, `node dist/cli.js --config FILE`. */
 export interface Gateway {
@@ -171,7 +176,7 @@ provider:
   clientId: ${CLIENT_ID}
   clientSecret: \${GATEHOUSE_CLIENT_SECRET}
   clientAuthMethod: client_secret_post
-${o.dpop ? '  dpop: true\n' : ''}upstream: ${o.upstreamUrl}
+${o.dpop ? '  dpop: true\n' : ''}${o.routes === undefined ? `upstream: ${o.upstreamUrl}` : routesYaml(o.routes, o.upstreamUrl)}
 session:
   store: ${o.sqlitePath === undefined ? 'sqlite://data/sessions.sqlite' : `sqlite://${o.sqlitePath}`}
   cacheSize: ${o.cacheSize ?? 10000}
@@ -184,4 +189,11 @@ rateLimit:
 limits:
   perUserConcurrency: 0
 ${o.refreshSkew === undefined ? '' : `tokens:\n  refreshSkew: ${o.refreshSkew}\n`}`;
+}
+
+/** `count` routes to `upstreamUrl`: `/`, `/api`, `ROUTED_PATH`, and siblings that do not match it (`/r3`, `/api/r4`, ...). */
+function routesYaml(count: number, upstreamUrl: string): string {
+  const paths = ['/', '/api', ROUTED_PATH];
+  for (let index = paths.length; index < count; index += 1) paths.push(index % 2 === 0 ? `/r${index}` : `/api/r${index}`);
+  return `routes:\n${paths.map((path) => `  - {path: ${path}, upstream: '${upstreamUrl}', headers: {X-User: sub}}`).join('\n')}`;
 }
