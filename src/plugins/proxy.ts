@@ -138,6 +138,7 @@ export const proxyPlugin = fp(
       const route = routes.match(path);
       if (route === undefined) throw gatehouseError('GH_ERR_ROUTE_NOT_FOUND');
       request.proxyRoute = route;
+      request.upstreamPath = upstreamPath(route, path);
       if (route.auth !== 'public') {
         const answered = await authenticateUser(request, reply, route);
         if (answered !== undefined) return answered;
@@ -251,14 +252,9 @@ export const proxyPlugin = fp(
      * is given), so the route's timeout is set on it without another allocation.
      */
     function proxyTo(request: FastifyRequest, reply: FastifyReply, _dest: string, options: { timeout?: number }): FastifyReply {
-      const route = request.proxyRoute!;
-      const { url } = request;
-      const query = url.indexOf('?');
-      const dest = upstreamPath(route, query < 0 ? url : url.slice(0, query));
-      request.upstreamPath = dest;
       fromOptions ??= options;
-      options.timeout = route.timeout * 1000;
-      return reply.from(dest, options as Parameters<FastifyReply['from']>[1]);
+      options.timeout = request.proxyRoute!.timeout * 1000;
+      return reply.from(request.upstreamPath, options as Parameters<FastifyReply['from']>[1]);
     }
 
     /**
@@ -315,14 +311,15 @@ export const proxyPlugin = fp(
       const headers = endToEndHeaders(incoming, replacedHeaders(request));
       const { identity } = request;
       if (identity !== undefined) Object.assign(headers, identity);
-      if (request.upstreamToken === '') {
-        // No token on this route, or no user on an optional one.
-      } else if (request.upstreamProof === '') {
-        headers.authorization = `Bearer ${request.upstreamToken}`;
-      } else {
-        // RFC 9449 §7.1: the DPoP scheme and a proof for this method and URL; a browser's own DPoP header never passes.
-        headers.authorization = `DPoP ${request.upstreamToken}`;
-        headers.dpop = request.upstreamProof;
+      // No token on a `token: none` route, nor without a user on an optional one.
+      if (request.upstreamToken !== '') {
+        if (request.upstreamProof === '') {
+          headers.authorization = `Bearer ${request.upstreamToken}`;
+        } else {
+          // RFC 9449 §7.1: the DPoP scheme and a proof for this method and URL; a browser's own DPoP header never passes.
+          headers.authorization = `DPoP ${request.upstreamToken}`;
+          headers.dpop = request.upstreamProof;
+        }
       }
       headers['x-request-id'] = request.id;
       const cookie = incoming.cookie === undefined ? undefined : cookies.stripOwn(incoming.cookie);
@@ -353,7 +350,7 @@ export const proxyPlugin = fp(
     async function upstreamProof(request: FastifyRequest, route: Route, tokens: TokenRecord): Promise<string> {
       // A record from before `dpop` was turned on holds a Bearer token: sent as such until its refresh binds a key.
       if (tokens.dpopKey === undefined) return '';
-      const source = upstreamPath(route, request.url);
+      const source = request.upstreamPath;
       const target = new URL(source.length > 1 && source[1] === '/' ? `.${source}` : source, route.origin);
       return dpop!.proof(tokens.dpopKey, request.method, target, tokens.accessToken);
     }
