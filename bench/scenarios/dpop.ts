@@ -1,10 +1,7 @@
-import { signIn } from '../../test/helpers/sign-in.js';
 import { noErrors, pairData, pairRows, type Pair } from '../compare.js';
-import { load, medianOf, type LoadResult } from '../load.js';
-import type { Cast } from '../cast.js';
-import type { Mode, Scenario } from '../scenario.js';
-import { expectStatus } from '../users.js';
-import { SMALL_PATH } from './hot-path.js';
+import { medianOf, type LoadResult } from '../load.js';
+import type { Scenario } from '../scenario.js';
+import { measureOneGateway, SMALL_PATH } from './hot-path.js';
 
 /**
  * The hot-path cost of DPoP (README "Client authentication and
@@ -19,23 +16,10 @@ export const dpopHotPath: Scenario = async ({ mode, cast, progress }) => {
   const rounds = { baseline: [] as LoadResult[], gatehouse: [] as LoadResult[] };
   for (let round = 0; round < mode.rounds; round += 1) {
     progress(`dpop: round ${round + 1} of ${mode.rounds}, Bearer then DPoP`);
-    rounds.baseline.push(await measure(cast, mode, `dpop-bearer-${round}`, false));
-    rounds.gatehouse.push(await measure(cast, mode, `dpop-bound-${round}`, true));
+    rounds.baseline.push(await measureOneGateway(cast, mode, { name: `dpop-bearer-${round}`, dpop: false }, SMALL_PATH));
+    rounds.gatehouse.push(await measureOneGateway(cast, mode, { name: `dpop-bound-${round}`, dpop: true }, SMALL_PATH));
   }
   const pair: Pair = { baseline: medianOf(rounds.baseline), gatehouse: medianOf(rounds.gatehouse), rounds };
   const name = 'DPoP vs Bearer hot path, 50 conns';
   return { rows: pairRows(name, pair), checks: [noErrors(name, pair)], data: pairData(pair) };
 };
-
-async function measure(cast: Cast, mode: Mode, name: string, dpop: boolean): Promise<LoadResult> {
-  const gateway = await cast.startGateway({ name, dpop });
-  try {
-    const { cookie } = await signIn(gateway.url, { user: 'alice' });
-    await expectStatus(`${gateway.url}${SMALL_PATH}`, cookie);
-    const run = (seconds: number) => load({ url: `${gateway.url}${SMALL_PATH}`, connections: 50, duration: seconds, headers: { cookie }, server: gateway.child });
-    if (mode.warmup > 0) await run(mode.warmup);
-    return await run(mode.duration);
-  } finally {
-    await gateway.stop();
-  }
-}

@@ -1,9 +1,9 @@
 import { signIn } from '../../test/helpers/sign-in.js';
-import { gcSeconds, startBaseline } from '../cast.js';
+import { gcSeconds, startBaseline, type Cast, type GatewayOptions } from '../cast.js';
 import { noErrors, pairData, pairRows, type Pair } from '../compare.js';
 import { load, median, medianOf, type LoadResult } from '../load.js';
 import { SERVER_CORE } from '../processes.js';
-import { fixed, type Check, type Row, type Scenario } from '../scenario.js';
+import { fixed, type Check, type Mode, type Row, type Scenario } from '../scenario.js';
 import { expectStatus } from '../users.js';
 
 /** A small JSON route of the bench upstream. */
@@ -71,3 +71,21 @@ export const hotPath: Scenario = async ({ mode, cast, progress }) => {
   });
   return { rows, checks, data };
 };
+
+/**
+ * One fresh gateway with `options`, one signed-in user, GET `path` at 50
+ * connections (warmed up first): what the same-run comparisons of gateway
+ * settings (DPoP, routes) measure, each round on its own gateway.
+ */
+export async function measureOneGateway(cast: Cast, mode: Mode, options: GatewayOptions, path: string): Promise<LoadResult> {
+  const gateway = await cast.startGateway(options);
+  try {
+    const { cookie } = await signIn(gateway.url, { user: 'alice' });
+    await expectStatus(`${gateway.url}${path}`, cookie);
+    const run = (seconds: number) => load({ url: `${gateway.url}${path}`, connections: 50, duration: seconds, headers: { cookie }, server: gateway.child });
+    if (mode.warmup > 0) await run(mode.warmup);
+    return await run(mode.duration);
+  } finally {
+    await gateway.stop();
+  }
+}

@@ -1,9 +1,8 @@
-import { signIn } from '../../test/helpers/sign-in.js';
 import { noErrors, pairData, pairRows, type Pair } from '../compare.js';
-import { load, medianOf, type LoadResult } from '../load.js';
-import { ROUTED_PATH, type Cast } from '../cast.js';
-import type { Mode, Scenario } from '../scenario.js';
-import { expectStatus } from '../users.js';
+import { medianOf, type LoadResult } from '../load.js';
+import { ROUTED_PATH } from '../cast.js';
+import type { Scenario } from '../scenario.js';
+import { measureOneGateway } from './hot-path.js';
 
 /** How many routes the routed gateway has (issue #13: the hot path on the most specific of 20). */
 const ROUTES = 20;
@@ -20,23 +19,10 @@ export const routesHotPath: Scenario = async ({ mode, cast, progress }) => {
   const rounds = { baseline: [] as LoadResult[], gatehouse: [] as LoadResult[] };
   for (let round = 0; round < mode.rounds; round += 1) {
     progress(`routes: round ${round + 1} of ${mode.rounds}, one route then ${ROUTES}`);
-    rounds.baseline.push(await measure(cast, mode, `routes-one-${round}`, undefined));
-    rounds.gatehouse.push(await measure(cast, mode, `routes-${ROUTES}-${round}`, ROUTES));
+    rounds.baseline.push(await measureOneGateway(cast, mode, { name: `routes-one-${round}` }, ROUTED_PATH));
+    rounds.gatehouse.push(await measureOneGateway(cast, mode, { name: `routes-${ROUTES}-${round}`, routes: ROUTES }, ROUTED_PATH));
   }
   const pair: Pair = { baseline: medianOf(rounds.baseline), gatehouse: medianOf(rounds.gatehouse), rounds };
   const name = `${ROUTES} routes vs one route, hot path, 50 conns`;
   return { rows: pairRows(name, pair), checks: [noErrors(name, pair)], data: pairData(pair) };
 };
-
-async function measure(cast: Cast, mode: Mode, name: string, routes: number | undefined): Promise<LoadResult> {
-  const gateway = await cast.startGateway({ name, ...(routes === undefined ? {} : { routes }) });
-  try {
-    const { cookie } = await signIn(gateway.url, { user: 'alice' });
-    await expectStatus(`${gateway.url}${ROUTED_PATH}`, cookie);
-    const run = (seconds: number) => load({ url: `${gateway.url}${ROUTED_PATH}`, connections: 50, duration: seconds, headers: { cookie }, server: gateway.child });
-    if (mode.warmup > 0) await run(mode.warmup);
-    return await run(mode.duration);
-  } finally {
-    await gateway.stop();
-  }
-}
