@@ -33,6 +33,8 @@ import { Readiness } from './admin/readiness.js';
 import { systemClock, type Clock } from './clock.js';
 import type { Tracing } from './tracing/tracing.js';
 import { compileRoutes } from './routing/route-table.js';
+import { OpenSockets } from './websocket/open-sockets.js';
+import { proxyWebSockets } from './websocket/upgrade.js';
 
 export interface GatewayOptions {
   logger: Logger;
@@ -51,6 +53,8 @@ export interface Gateway {
   context: GatewayContext;
   /** What /readyz answers; shutdown turns it false first. */
   readiness: Readiness;
+  /** The proxied WebSockets still open; shutdown closes them with 1001 after the grace period. */
+  websockets: OpenSockets;
   /** Closes both apps, the provider's retries and the store. */
   close(): Promise<void>;
 }
@@ -124,6 +128,9 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   await app.register(forwardAuthRoute);
   await app.register(proxyPlugin);
 
+  const websockets = new OpenSockets(store, clock, metrics.websocketConnections, logger);
+  proxyWebSockets(app.server, context, websockets, logger as FastifyBaseLogger);
+
   const readiness = new Readiness(provider, store);
   const admin = await buildAdmin(context, readiness, logger);
   return {
@@ -131,9 +138,11 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
     admin,
     context,
     readiness,
+    websockets,
     async close() {
       provider.close();
-      await app.close();
+      // The open sockets hold the listener's close: they go first (at once, unless a shutdown already gave them a grace period).
+      await Promise.all([websockets.closeAll(0), app.close()]);
       await admin.close();
       await store.close();
     },

@@ -75,6 +75,8 @@ async function shutdown(gateway: Gateway, graceMs: number, logger: Logger): Prom
   // connection whose response finishes later would stay open (Fastify keeps
   // them 72 s) and hold the exit until the grace period is over.
   const sweep = setInterval(() => server.closeIdleConnections(), IDLE_SWEEP_MS);
+  // Open WebSockets get the grace period too, then 1001 (README "WebSockets and server-sent events").
+  void gateway.websockets.closeAll(graceMs);
   try {
     await gateway.close();
   } finally {

@@ -65,4 +65,25 @@ export class ClientAddressing {
     // Fastify builds a new array on every read of `ips`.
     return request.ips!.reverse().join(', ');
   }
+
+  /**
+   * The same for a request Fastify does not see (a WebSocket upgrade): walks
+   * the chain from the TCP peer leftwards while each address is trusted, as
+   * Fastify's `ips` does.
+   */
+  forwardedForPeer(peer: string, header: string | string[] | undefined): string {
+    if (this.trust === false) return peer;
+    const claimed = (Array.isArray(header) ? header.join(',') : (header ?? ''))
+      .split(',')
+      .map((address) => address.trim())
+      .filter((address) => address !== '');
+    const chain = [peer];
+    while (claimed.length > 0 && this.trust(chain[chain.length - 1]!, chain.length - 1)) chain.push(claimed.pop()!);
+    return chain.reverse().join(', ');
+  }
+
+  /** `replacedHeaders` for a request Fastify does not see, by its TCP peer. */
+  replacedHeadersOf(peer: string): (name: string) => boolean {
+    return this.trust !== false && this.trust(peer, 0) ? isReplacedFromProxy : isReplacedFromClient;
+  }
 }

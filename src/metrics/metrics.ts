@@ -43,6 +43,13 @@ export class Metrics {
     DURATION_BUCKETS,
   );
 
+  /** Open proxied WebSockets (README "WebSockets and server-sent events"). */
+  readonly websocketConnections = new Gauge({
+    name: 'gatehouse_websocket_connections',
+    help: 'Open proxied WebSocket connections',
+    registers: [this.registry],
+  });
+
   /** Requests answered since the last scrape, by `route status`; added to `requests` when scraped. */
   readonly #unscraped = new Map<string, number>();
 

@@ -1,4 +1,5 @@
-import type { FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
+import type { GatewayContext } from './gateway-context.js';
 import { hashSessionId, isSessionIdShaped } from '../session/session-id.js';
 import type { SessionRecord, TokenRecord } from '../session/store.js';
 import { endSessions } from '../session/ending.js';
@@ -28,8 +29,18 @@ const IDLE_WRITE_FRACTION = 10;
  * warm cache this is one hash and two LRU lookups, no I/O.
  */
 export async function resolveSession(request: FastifyRequest, now = request.server.gatehouse.clock.now()): Promise<ResolvedSession | null> {
-  const { store, cookies, config } = request.server.gatehouse;
-  const sessionId = request.cookies[cookies.sessionName];
+  const context = request.server.gatehouse;
+  return resolveSessionId(context, request.cookies[context.cookies.sessionName], request.log, now);
+}
+
+/** {@link resolveSession} for a session id read elsewhere (a WebSocket upgrade, which Fastify does not route). */
+export async function resolveSessionId(
+  context: GatewayContext,
+  sessionId: string | undefined,
+  log: FastifyBaseLogger,
+  now = context.clock.now(),
+): Promise<ResolvedSession | null> {
+  const { store, config } = context;
   if (sessionId === undefined || !isSessionIdShaped(sessionId)) return null;
   const hash = hashSessionId(sessionId);
   let session = await store.getSession(hash, now);
@@ -38,7 +49,7 @@ export async function resolveSession(request: FastifyRequest, now = request.serv
   if (idleMs > 0) {
     const seenAt = session.seenAt ?? now;
     if (now - seenAt > idleMs) {
-      await endIdleSession(request, hash, session.userId);
+      await endIdleSession(context, log, hash, session.userId);
       return null;
     }
     if (session.seenAt === undefined || now - seenAt >= idleMs / IDLE_WRITE_FRACTION) {
@@ -60,10 +71,10 @@ export async function resolveSession(request: FastifyRequest, now = request.serv
 }
 
 /** Ends a session that was idle too long, as a logout would: the last of the user's sessions revokes the refresh token. */
-async function endIdleSession(request: FastifyRequest, hash: string, userId: string): Promise<void> {
-  const { store, provider } = request.server.gatehouse;
+async function endIdleSession(context: GatewayContext, log: FastifyBaseLogger, hash: string, userId: string): Promise<void> {
+  const { store, provider } = context;
   await store.deleteSession(hash);
   const result = await endSessions(store, userId, (candidate) => candidate === hash);
-  if (result?.lastOut && result.record.refreshToken !== undefined) await revokeRefreshToken(provider, result.record.refreshToken, request.log);
-  request.log.info({ userId: result?.record.user ?? userId }, 'idle session ended');
+  if (result?.lastOut && result.record.refreshToken !== undefined) await revokeRefreshToken(provider, result.record.refreshToken, log);
+  log.info({ userId: result?.record.user ?? userId }, 'idle session ended');
 }
