@@ -9,7 +9,7 @@ import { signIn } from '../helpers/sign-in.js';
 t.test('each event arrives before the upstream sends the next; a quiet stream is not cut; no session: 401', async (t) => {
   let release: () => void = () => undefined;
   const secondMayGo = new Promise<void>((resolve) => (release = resolve));
-  const upstream = createServer((request, response) => {
+  const upstream = createServer((_request, response) => {
     response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store' });
     response.write('data: first\n\n');
     void secondMayGo.then(() => {

@@ -6,6 +6,9 @@ import { revokeAtAuthorizationServer, shortLoginTokens, storedTokens, waitUntilE
 import { startWebSocketUpstream, type WebSocketUpstream } from '../helpers/websocket-upstream.js';
 import { startReplicas } from '../redis/replicas.js';
 import { redisMissing } from '../helpers/redis.js';
+import { CLIENT_ID } from '../helpers/harness.js';
+import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
+import { jwtPayload, postLogoutToken, signedByAs } from '../lifecycle/logout-token.js';
 
 /** SPEC §10: an open socket closes with 1008 within 5 s of its session ending (any kind, any replica); 1001 at shutdown; back-pressure. */
 
@@ -46,6 +49,20 @@ t.test('a refresh the AS rejects (on another request of the user) closes the soc
   const closed = closing(socket);
   const response = await fetch(`${h.url}/api/me`, { headers: { cookie } });
   t.equal(response.status, 401, 'the request that tried the refresh');
+  const { code, afterMs } = await closed;
+  t.equal(code, 1008);
+  t.ok(afterMs < WITHIN_MS, `closed after ${afterMs} ms`);
+});
+
+t.test('a back-channel logout from the AS closes the socket with 1008', async (t) => {
+  const { h } = await webSocketGateway(t, { backchannelLogout: true });
+  const watch = watchTokenEndpoint(h.as);
+  const { cookie } = await signIn(h.url, { user: 'backchannel' });
+  const sid = jwtPayload(watch.issued.at(-1)!.idToken!).sid as string;
+  const socket = await open(h.url, cookie, h.url);
+  const closed = closing(socket);
+  const answer = await postLogoutToken(h.url, await signedByAs(h.as, CLIENT_ID, { sub: 'backchannel', sid }));
+  t.equal(answer.status, 200);
   const { code, afterMs } = await closed;
   t.equal(code, 1008);
   t.ok(afterMs < WITHIN_MS, `closed after ${afterMs} ms`);
