@@ -63,7 +63,7 @@ export async function forwardAuthRoute(fastify: FastifyInstance): Promise<void> 
           if (resolved !== null && route.auth === 'optional' && isCrossSite(original.method, request.headers)) return refuse(request, reply, 'GH_ERR_CSRF_REJECTED');
           if (resolved !== null && route.allow !== undefined && !isAllowed(route.allow, resolved.tokens.claims)) {
             request.userId = resolved.tokens.user ?? resolved.session.userId;
-            return refuse(request, reply, 'GH_ERR_ROUTE_FORBIDDEN');
+            return refuse(request, reply, 'GH_ERR_NOT_ALLOWED', request.userId);
           }
           if (resolved !== null && route.sendsToken) accessToken = (await refresher.fresh(resolved.tokens, request.log)).accessToken;
         } catch (err) {

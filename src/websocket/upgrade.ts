@@ -121,7 +121,9 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
       if (route.auth === 'optional' && isGatehouseError(err) && err.code === 'GH_ERR_SESSION_REQUIRED') return null;
       throw err;
     }
-    if (route.allow !== undefined && !isAllowed(route.allow, resolved.tokens.claims)) throw gatehouseError('GH_ERR_ROUTE_FORBIDDEN');
+    if (route.allow !== undefined && !isAllowed(route.allow, resolved.tokens.claims)) {
+      throw gatehouseError('GH_ERR_NOT_ALLOWED', { detail: resolved.tokens.user ?? resolved.session.userId });
+    }
     return { resolved, accessToken };
   }
 

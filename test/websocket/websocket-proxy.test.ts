@@ -18,6 +18,7 @@ t.before(async () => {
         { path: '/ws', upstream: upstream.url, websocket: true, headers: { 'X-Forwarded-User': 'sub' } },
         { path: '/live', upstream: upstream.url, websocket: true, auth: 'optional' },
         { path: '/open', upstream: upstream.url, websocket: true, auth: 'public' },
+        { path: '/admins', upstream: upstream.url, websocket: true, allow: { claims: { groups: ['admins'] } } },
         { path: '/', upstream: upstream.url },
       ],
     }),
@@ -98,6 +99,13 @@ t.test('spoofed identity and Authorization headers on the upgrade never reach th
   const handshake = upstream.handshakes.at(-1)!;
   t.equal(handshake.headers['x-forwarded-user'], undefined);
   t.equal(handshake.headers.authorization, undefined, 'a public route gets no token, and never the browser’s');
+});
+
+t.test("a signed-in user whom the route's allow refuses gets 403 before the upgrade", async (t) => {
+  const { cookie } = await signIn(h.url, { user: 'not-an-admin' });
+  const before = upstream.handshakes.length;
+  await t.rejects(connect('/admins', { cookie }), { message: 'refused 403' });
+  t.equal(upstream.handshakes.length, before, 'the upstream saw nothing');
 });
 
 t.test('messages pass unchanged both ways, text as text and binary as binary', async (t) => {
