@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { startAuthorizationServer, type AuthorizationServer } from '../src/demo/authorization-server.js';
 import { freePort } from '../test/helpers/harness.js';
 import { unboundedMemoryAdapter } from './memory-adapter.js';
+import { APACHE_REDIRECT_PATH } from './apache-server.js';
 import { firstLine, spawnNode, SERVER_CORE, waitUntilAnswering, type Child } from './processes.js';
 
 /** The repository root (this file runs as dist-bench/bench/cast.js). */
@@ -14,6 +15,7 @@ export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const CLI = process.env.GATEHOUSE_BENCH_CLI ?? join(ROOT, 'dist', 'cli.js');
 const BENCH_DIST = fileURLToPath(new URL('./', import.meta.url));
 export const CLIENT_ID = 'gatehouse-bench';
+export const APACHE_CLIENT_ID = 'apache-bench';
 
 /** Every server of the bench: AS in this process, upstream and baseline as children, gateways started on demand. */
 export interface Cast {
@@ -29,6 +31,8 @@ export interface Cast {
   dir: string;
   /** Whether servers are pinned to SERVER_CORE. */
   pinned: boolean;
+  /** The port and client registered at the AS for Apache + mod_auth_openidc (bench/apache-server.ts). */
+  apache: { port: number; clientId: string; clientSecret: string };
   startGateway(options: GatewayOptions): Promise<Gateway>;
   close(): Promise<void>;
 }
@@ -74,8 +78,17 @@ export async function startCast(options: { pinned: boolean }): Promise<Cast> {
   const clientSecret = randomBytes(24).toString('base64url');
   const sessionKey = randomBytes(32).toString('base64');
   const ttl = { login: 3600, refreshed: 3600 };
+  const apache = { port: await freePort(), clientId: APACHE_CLIENT_ID, clientSecret: randomBytes(24).toString('base64url') };
   const as = await startAuthorizationServer({
-    clients: [{ clientId: CLIENT_ID, clientSecret, authMethod: 'client_secret_post', redirectUris: [`${publicUrl}/callback`] }],
+    clients: [
+      { clientId: CLIENT_ID, clientSecret, authMethod: 'client_secret_post', redirectUris: [`${publicUrl}/callback`] },
+      {
+        clientId: apache.clientId,
+        clientSecret: apache.clientSecret,
+        authMethod: 'client_secret_post',
+        redirectUris: [`http://127.0.0.1:${apache.port}${APACHE_REDIRECT_PATH}`],
+      },
+    ],
     accessTokenTtl: (ctx) => (ctx.oidc.params?.grant_type === 'refresh_token' ? ttl.refreshed : ttl.login),
     // A thousand sign-ins outgrow oidc-provider's default store (about 1,000 objects): their grants would be dropped.
     adapter: unboundedMemoryAdapter(),
@@ -137,6 +150,7 @@ export async function startCast(options: { pinned: boolean }): Promise<Cast> {
     sessionKey,
     dir,
     pinned: options.pinned,
+    apache,
     startGateway,
     async close() {
       await running?.stop();
