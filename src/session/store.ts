@@ -79,6 +79,8 @@ export class SessionStore {
    * nor a stale token record (test/store/read-write-race.test.ts).
    */
   readonly #versions: LRUCache<string, number>;
+  /** Bumped with every version: how a read learns that some write overlapped it. */
+  #touches = 0;
 
   constructor(backend: Backend, sealer: Sealer, cacheSize: number) {
     this.#backend = backend;
@@ -124,10 +126,22 @@ export class SessionStore {
     const key = `${KEY_PREFIX.session}${hash}`;
     const generation = this.#generation;
     const version = this.#versions.get(key);
-    const record = (await this.#call(() => this.#backend.keyv.get(key))) as SessionRecord | undefined;
+    const touches = this.#touches;
+    const read = await this.#call(() => this.#backend.readSession(key));
+    const record = read.session as SessionRecord | undefined;
     if (!record || record.expiresAt <= now) return null;
     if (generation === this.#generation && version === this.#versions.get(key)) this.#cache.set(key, { kind: 'session', record });
+    // The token record's key was unknown before the read: it is cached only if no write at all overlapped the read.
+    if (generation === this.#generation && touches === this.#touches) this.#cacheTokens(record.userId, read.tokens);
     return record;
+  }
+
+  /** Caches a token record read along with a session, unless it is cached already (no second unseal). */
+  #cacheTokens(userId: string, sealed: unknown): void {
+    const key = `${KEY_PREFIX.tokens}${userId}`;
+    if (typeof sealed !== 'string' || this.#cache.has(key)) return;
+    const plaintext = this.#sealer.unseal(sealed, `tokens:${userId}`);
+    if (plaintext !== undefined) this.#cache.set(key, { kind: 'tokens', record: JSON.parse(plaintext) as TokenRecord });
   }
 
   async saveSession(hash: string, record: SessionRecord, now = Date.now()): Promise<void> {
@@ -190,6 +204,7 @@ export class SessionStore {
   }
 
   #touch(key: string): void {
+    this.#touches += 1;
     this.#versions.set(key, (this.#versions.get(key) ?? 0) + 1);
   }
 

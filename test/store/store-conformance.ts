@@ -86,6 +86,29 @@ export async function storeConformance(t: Test, url: string, cwd: string): Promi
     t.equal(new Sealer([oldKey]).unseal(resealed, 'tokens:dan'), undefined, 'no longer readable with the old key alone');
   });
 
+  t.test('readSession gives a session and its user\'s sealed token record, each as keyv.get would', async (t) => {
+    const hash = hashSessionId(newSessionId());
+    const record = tokenRecord('fay');
+    await writer.saveSession(hash, { userId: 'fay', expiresAt: Date.now() + 60_000 });
+    await writer.saveTokens(record);
+    const both = await backend.readSession(`s:${hash}`);
+    t.match(both.session, { userId: 'fay' });
+    t.equal(both.tokens, await raw('t:fay'), 'the token record still sealed');
+    t.strictSame(await backend.readSession(`s:${hashSessionId(newSessionId())}`), { session: undefined, tokens: undefined }, 'an unknown session');
+    const lone = hashSessionId(newSessionId());
+    await writer.saveSession(lone, { userId: 'gus', expiresAt: Date.now() + 60_000 });
+    t.match(await backend.readSession(`s:${lone}`), { session: { userId: 'gus' }, tokens: undefined }, 'a user without a token record');
+    await backend.keyv.set('t:gus', 'sealed', 1);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    t.equal((await backend.readSession(`s:${lone}`)).tokens, undefined, 'an expired token record');
+    const cold = reader();
+    t.match(await cold.getSession(hash), { userId: 'fay' });
+    t.strictSame(await cold.getTokens('fay'), record, 'a cold session read, then its tokens');
+    const keyless = open([newKey]);
+    t.match(await keyless.getSession(hash), { userId: 'fay' }, 'a token record that does not unseal does not fail the session read');
+    t.equal(await keyless.getTokens('fay'), null);
+  });
+
   t.test('claimOnce answers true once', async (t) => {
     const key = `state:${randomBytes(8).toString('hex')}`;
     t.equal(await writer.claimOnce(key, 60_000), true);

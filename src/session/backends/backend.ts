@@ -1,5 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type Keyv from 'keyv';
+import { KEY_PREFIX } from '../keys.js';
 
 /**
  * Thrown by `Backend.lock` when the lock stays held by someone else for the
@@ -34,9 +35,30 @@ export class LockLostError extends LockBusyError {
   override name = 'LockLostError';
 }
 
+/** What `Backend.readSession` found; `tokens` is read only when the session names a user. */
+export interface SessionRead {
+  session: unknown;
+  tokens: unknown;
+}
+
+/** `Backend.readSession` as two reads, for backends that cannot join them. */
+export function readSessionTwice(keyv: Keyv): Backend['readSession'] {
+  return async (sessionKey) => {
+    const session: unknown = await keyv.get(sessionKey);
+    const userId = (session as { userId?: unknown } | undefined)?.userId;
+    return { session, tokens: typeof userId === 'string' ? await keyv.get(`${KEY_PREFIX.tokens}${userId}`) : undefined };
+  };
+}
+
 /** A keyv instance plus what only some backends can do. */
 export interface Backend {
   keyv: Keyv;
+  /**
+   * A session (store key `s:<hash>`) and the token record of its user
+   * (`t:<userId>`), as `keyv.get` would give each; the SQLite backend reads
+   * both in one statement (a cold request otherwise pays two).
+   */
+  readSession: (sessionKey: string) => Promise<SessionRead>;
   /** Whether several replicas may share this backend. */
   shared: boolean;
   /** Store-wide count of live keys starting with `prefix`, where the backend can count. */

@@ -1,5 +1,5 @@
 import Keyv from 'keyv';
-import type { Backend } from './backend.js';
+import { readSessionTwice, type Backend } from './backend.js';
 import { NAMESPACE } from '../keys.js';
 
 /**
@@ -14,6 +14,7 @@ export function openMemory(): Backend {
   const keyv = new Keyv({ store: map, namespace: NAMESPACE, throwOnErrors: true });
   return {
     keyv,
+    readSession: readSessionTwice(keyv),
     shared: false,
     count: async (prefix) => {
       const now = Date.now();

@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import Keyv from 'keyv';
 import KeyvRedis, { createClient, createCluster, createSentinel } from '@keyv/redis';
 import type { RedisClientType } from '@redis/client';
-import { LockBusyError, LockLostError, lockFence, type Backend, type LockRelease } from './backend.js';
+import { LockBusyError, LockLostError, lockFence, readSessionTwice, type Backend, type LockRelease } from './backend.js';
 import { RedisInvalidation, type Subscriber } from './redis-invalidation.js';
 import { KEY_PREFIX } from '../keys.js';
 import { parseRedisUrl, type RedisTarget } from './redis-url.js';
@@ -203,6 +203,7 @@ export async function openRedis(url: string, prefix: string, options: RedisLockO
   const prefixed = (key: string) => `${namespace}:${key}`;
   return {
     keyv,
+    readSession: readSessionTwice(keyv),
     shared: true,
     invalidation,
     count: async (prefix) => {

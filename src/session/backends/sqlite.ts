@@ -3,7 +3,7 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import Keyv from 'keyv';
 import KeyvSqlite from '@keyv/sqlite';
 import type { Backend } from './backend.js';
-import { NAMESPACE } from '../keys.js';
+import { KEY_PREFIX, NAMESPACE } from '../keys.js';
 
 /** Resolves `sqlite://./data/x.sqlite` against cwd; `sqlite:///abs/x.sqlite` is absolute. */
 export function sqlitePath(url: string, cwd: string): string {
@@ -25,8 +25,23 @@ export async function openSqlite(path: string): Promise<Backend> {
   await adapter.query('PRAGMA synchronous=NORMAL');
   const keyv = new Keyv({ store: adapter, namespace: NAMESPACE, throwOnErrors: true });
   const expires = "json_extract(value, '$.expires')";
+  // keyv stores `{"value": ..., "expires": ms | null}` as JSON: the session's user id names the token record's key.
+  const readBoth =
+    "SELECT s.value AS session, t.value AS tokens FROM gatehouse s LEFT JOIN gatehouse t ON t.key = ? || json_extract(s.value, '$.value.userId') WHERE s.key = ?";
+  const live = async (raw: string | null | undefined): Promise<unknown> => {
+    if (typeof raw !== 'string') return undefined;
+    const data = (await keyv.deserializeData(raw)) as { value?: unknown; expires?: number | null } | undefined;
+    return data && !(typeof data.expires === 'number' && Date.now() > data.expires) ? data.value : undefined;
+  };
   return {
     keyv,
+    readSession: async (sessionKey) => {
+      const rows = (await adapter.query(readBoth, `${NAMESPACE}:${KEY_PREFIX.tokens}`, `${NAMESPACE}:${sessionKey}`)) as Array<{
+        session: string;
+        tokens: string | null;
+      }>;
+      return { session: await live(rows[0]?.session), tokens: await live(rows[0]?.tokens) };
+    },
     shared: false,
     count: async (prefix) => {
       const rows = (await adapter.query(
