@@ -1,4 +1,5 @@
 import { sha256Base64url } from './hash.js';
+import { LRUCache } from 'lru-cache';
 import pino, { type DestinationStream, type Logger } from 'pino';
 import type { FastifyRequest } from 'fastify';
 
@@ -36,7 +37,15 @@ function serializeRequest(request: FastifyRequest): Record<string, unknown> {
   return { method: request.method, path: query < 0 ? request.url : request.url.slice(0, query) };
 }
 
+/** Recent users' pseudonyms: an access-log line per request would otherwise hash the same id each time. */
+const userHashes = new LRUCache<string, string>({ max: 1000 });
+
 /** The first 16 characters of the base64url SHA-256 of a user id: joins a user's log lines without naming the user. */
 export function userHash(userId: string): string {
-  return sha256Base64url(userId).slice(0, 16);
+  let hash = userHashes.get(userId);
+  if (hash === undefined) {
+    hash = sha256Base64url(userId).slice(0, 16);
+    userHashes.set(userId, hash);
+  }
+  return hash;
 }
