@@ -2,6 +2,7 @@ import { closeSync, mkdirSync, openSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import Keyv from 'keyv';
 import KeyvSqlite from '@keyv/sqlite';
+import sqlite3 from 'sqlite3';
 import type { Backend } from './backend.js';
 import { KEY_PREFIX, NAMESPACE } from '../keys.js';
 
@@ -26,8 +27,13 @@ export async function openSqlite(path: string): Promise<Backend> {
   const keyv = new Keyv({ store: adapter, namespace: NAMESPACE, throwOnErrors: true });
   const expires = "json_extract(value, '$.expires')";
   // keyv stores `{"value": ..., "expires": ms | null}` as JSON: the session's user id names the token record's key.
-  const readBoth =
-    "SELECT s.value AS session, t.value AS tokens FROM gatehouse s LEFT JOIN gatehouse t ON t.key = ? || json_extract(s.value, '$.value.userId') WHERE s.key = ?";
+  // A second connection holds this one statement prepared: a cold request then costs one thread-pool
+  // round trip, not a prepare, a step and a finalize (BENCHMARKS.md "Cold session"). WAL shows it every committed write.
+  const reader = await openDatabase(path);
+  const readBoth = reader.prepare(
+    "SELECT s.value AS session, t.value AS tokens FROM gatehouse s LEFT JOIN gatehouse t ON t.key = ? || json_extract(s.value, '$.value.userId') WHERE s.key = ?",
+  );
+  const tokensPrefix = `${NAMESPACE}:${KEY_PREFIX.tokens}`;
   const live = async (raw: string | null | undefined): Promise<unknown> => {
     if (typeof raw !== 'string') return undefined;
     const data = (await keyv.deserializeData(raw)) as { value?: unknown; expires?: number | null } | undefined;
@@ -36,11 +42,16 @@ export async function openSqlite(path: string): Promise<Backend> {
   return {
     keyv,
     readSession: async (sessionKey) => {
-      const rows = (await adapter.query(readBoth, `${NAMESPACE}:${KEY_PREFIX.tokens}`, `${NAMESPACE}:${sessionKey}`)) as Array<{
-        session: string;
-        tokens: string | null;
-      }>;
-      return { session: await live(rows[0]?.session), tokens: await live(rows[0]?.tokens) };
+      const row = await new Promise<{ session: string; tokens: string | null } | undefined>((resolve, reject) => {
+        readBoth.get(tokensPrefix, `${NAMESPACE}:${sessionKey}`, (error: Error | null, found?: { session: string; tokens: string | null }) =>
+          error ? reject(error) : resolve(found),
+        );
+      });
+      return { session: await live(row?.session), tokens: await live(row?.tokens) };
+    },
+    close: async () => {
+      await new Promise<void>((resolve) => readBoth.finalize(() => resolve()));
+      await new Promise<void>((resolve, reject) => reader.close((error) => (error ? reject(error) : resolve())));
     },
     shared: false,
     count: async (prefix) => {
@@ -55,4 +66,14 @@ export async function openSqlite(path: string): Promise<Backend> {
       await adapter.query(`DELETE FROM gatehouse WHERE ${expires} IS NOT NULL AND ${expires} <= ?`, Date.now());
     },
   };
+}
+
+function openDatabase(path: string): Promise<sqlite3.Database> {
+  return new Promise((resolve, reject) => {
+    const database = new sqlite3.Database(path, sqlite3.OPEN_READWRITE, (error) => {
+      if (error) return reject(error);
+      database.configure('busyTimeout', 5000);
+      resolve(database);
+    });
+  });
 }
