@@ -14,7 +14,8 @@ import { Sealer } from './session/seal.js';
 import { SessionStore } from './session/store.js';
 import { GatewayCookies } from './http/cookies.js';
 import { cutStalledClients } from './http/stalled-clients.js';
-import { trustFunction } from './http/client-address.js';
+import { ClientAddressing, trustFunction } from './http/client-address.js';
+import { allowedOrigins, createCrossSiteRule } from './http/csrf.js';
 import { gatewayContextPlugin, type GatewayContext } from './plugins/gateway-context.js';
 import { createPageRenderer } from './http/page-template.js';
 import { errorsPlugin } from './plugins/errors.js';
@@ -77,6 +78,8 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   );
   const dpop = config.provider.dpop ? new DpopKeys(provider, config.session.cacheSize) : undefined;
   const publicUrl = config.server.publicUrl.replace(/\/$/, '');
+  const { origin, host, protocol } = new URL(publicUrl);
+  const site = { origin, host, proto: protocol.slice(0, -1), allowedOrigins: allowedOrigins(config) };
   const context: GatewayContext = {
     config,
     provider,
@@ -99,6 +102,9 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
     cookies: new GatewayCookies(config),
     redirectUri: `${publicUrl}${config.paths.callback}`,
     basePath: new URL(publicUrl).pathname.replace(/\/$/, ''),
+    site,
+    crossSite: createCrossSiteRule(config, site.allowedOrigins),
+    clientAddressing: new ClientAddressing(config.server.trustProxy),
   };
   if (config.server.publicUrl === 'https://app.example.com') {
     logger.warn('server.publicUrl is the example default https://app.example.com: set it to the URL browsers use');

@@ -16,8 +16,7 @@ export type CrossSiteRule = (method: string, headers: IncomingHttpHeaders) => bo
  * it does not come from a browser page on another site. Forward-auth
  * applies it to the original request's method (src/routes/forward-auth.ts).
  */
-export function createCrossSiteRule(config: Config): CrossSiteRule {
-  const allowed = new Set([new URL(config.server.publicUrl).origin, ...config.csrf.allowedOrigins]);
+export function createCrossSiteRule(config: Config, allowed: ReadonlySet<string>): CrossSiteRule {
   const requiredHeader = config.csrf.requiredHeader?.toLowerCase();
   return (method, headers) => {
     if (SAFE_METHODS.has(method)) return false;
@@ -28,11 +27,15 @@ export function createCrossSiteRule(config: Config): CrossSiteRule {
   };
 }
 
+/** The publicUrl origin and `csrf.allowedOrigins`. */
+export function allowedOrigins(config: Config): ReadonlySet<string> {
+  return new Set([new URL(config.server.publicUrl).origin, ...config.csrf.allowedOrigins]);
+}
+
 /**
- * {@link createCrossSiteRule} for a proxied request itself.
+ * `rule` for a request itself (a proxied request, a logout).
  * @returns a predicate that is true when the request must be refused
  */
-export function createCrossSiteCheck(config: Config): (request: FastifyRequest) => boolean {
-  const rule = createCrossSiteRule(config);
+export function requestCheck(rule: CrossSiteRule): (request: FastifyRequest) => boolean {
   return (request) => rule(request.method, request.headers);
 }

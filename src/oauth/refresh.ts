@@ -5,6 +5,7 @@ import { classifyProviderFailure, describeFailure } from './provider.js';
 import { needsRefresh, readTokenResponse } from './token-set.js';
 import type { SessionStore, TokenRecord } from '../session/store.js';
 import { userLock } from '../session/keys.js';
+import { endSessionsOf } from '../session/ending.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { gatehouseError } from '../errors.js';
 import type { Clock } from '../clock.js';
@@ -106,7 +107,7 @@ export class TokenRefresher {
       if (current.refreshToken === undefined) {
         annotate(span, { 'gatehouse.refresh.outcome': 'no_refresh_token' });
         log.info({ userId: current.user ?? userId }, 'access token expired without a refresh token');
-        await endAllSessions(store, current);
+        await endSessionsOf(store, current, everySession);
         throw gatehouseError('GH_ERR_SESSION_REQUIRED');
       }
       return this.#refresh(current, log, span);
@@ -129,7 +130,7 @@ export class TokenRefresher {
       annotate(span, { 'gatehouse.refresh.outcome': rejected ? 'rejected' : 'failed' });
       if (rejected) {
         log.info({ userId: current.user ?? current.userId, failure: describeFailure(err, tokenEndpoint(provider)) }, 'refresh rejected');
-        await endAllSessions(store, current);
+        await endSessionsOf(store, current, everySession);
         throw gatehouseError('GH_ERR_SESSION_REQUIRED', { cause: err });
       }
       log.warn({ userId: current.user ?? current.userId, failure: describeFailure(err, tokenEndpoint(provider)) }, 'refresh failed');
@@ -218,10 +219,10 @@ export class TokenRefresher {
   }
 }
 
-/** Deletes the user's token record and every session that shares it (README "What the browser sees", rejected refresh). */
-export async function endAllSessions(store: SessionStore, record: TokenRecord): Promise<void> {
-  await Promise.all(Object.keys(record.sessions).map((hash) => store.deleteSession(hash)));
-  await store.deleteTokens(record.userId);
+
+/** A rejected refresh (or a token that can no longer be refreshed) ends every session that shares the record. */
+function everySession(): boolean {
+  return true;
 }
 
 function tokenEndpoint(provider: Provider): string | undefined {

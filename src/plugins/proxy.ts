@@ -6,11 +6,10 @@ import type { Readable } from 'node:stream';
 import { LRUCache } from 'lru-cache';
 import { Agent, type Dispatcher } from 'undici';
 import { gatehouseError, isGatehouseError } from '../errors.js';
-import { createCrossSiteCheck } from '../http/csrf.js';
+import { requestCheck } from '../http/csrf.js';
 import { endToEndHeaders } from '../http/hop-by-hop.js';
-import { ClientAddressing } from '../http/client-address.js';
 import { isNavigation } from '../http/request-kind.js';
-import { resolveSession } from './session.js';
+import { resolveSession } from '../session/resolve.js';
 import { sendError, signInLink } from './errors.js';
 import { causeCode } from '../oauth/provider.js';
 import type { TokenRecord } from '../session/store.js';
@@ -50,6 +49,9 @@ declare module 'fastify' {
 /** The request whose per-user slot a response gives back when it closes (no closure per request on the hot path). */
 const SLOT_OWNER = Symbol('gatehouse.slotOwner');
 type SlotHolder = ServerResponse & { [SLOT_OWNER]?: FastifyRequest };
+
+/** The answer to every request without a session on a required route: built once, never thrown (no stack trace per request). */
+const NOT_SIGNED_IN = gatehouseError('GH_ERR_SESSION_REQUIRED');
 
 /** Methods whose request, without a body, can be sent twice: safe and bodiless (RFC 9110 §9.2.1). */
 const RETRYABLE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
@@ -93,12 +95,8 @@ class UpstreamAgent extends Agent {
  */
 export const proxyPlugin = fp(
   async (fastify) => {
-    const { config, cookies, refresher, metrics, dpop, routes, basePath } = fastify.gatehouse;
-    const isCrossSite = createCrossSiteCheck(config);
-    const publicUrl = new URL(config.server.publicUrl);
-    const forwardedProto = publicUrl.protocol.slice(0, -1);
-    const forwardedHost = publicUrl.host;
-    const clientAddressing = new ClientAddressing(config.server.trustProxy);
+    const { config, cookies, refresher, metrics, dpop, routes, basePath, site, crossSite, clientAddressing } = fastify.gatehouse;
+    const isCrossSite = requestCheck(crossSite);
     const isGatewaySet = gatewaySetHeaders(routes.identityHeaderNames);
     /** ClientAddressing's predicate (one of two) -> it or isGatewaySet, built once each: no closure per request. */
     const replacedWith = new Map<(name: string) => boolean, (name: string) => boolean>();
@@ -195,12 +193,14 @@ export const proxyPlugin = fp(
      * 401, JSON or the sign-in page.
      */
     function unauthenticated(request: FastifyRequest, reply: FastifyReply, route: Route): FastifyReply {
-      const error = gatehouseError('GH_ERR_SESSION_REQUIRED');
       if (route.onUnauthenticated === '401') {
-        request.errorCode = error.code;
-        return sendError(request, reply, error, undefined, 'json');
+        request.errorCode = NOT_SIGNED_IN.code;
+        return sendError(request, reply, NOT_SIGNED_IN, undefined, 'json');
       }
-      if (route.onUnauthenticated === 'page' || (request.method !== 'GET' && request.method !== 'HEAD') || !isNavigation(request)) throw error;
+      if (route.onUnauthenticated === 'page' || (request.method !== 'GET' && request.method !== 'HEAD') || !isNavigation(request)) {
+        request.errorCode = NOT_SIGNED_IN.code;
+        return sendError(request, reply, NOT_SIGNED_IN);
+      }
       const hasSessionCookie = request.cookies[cookies.sessionName] !== undefined;
       if (!hasSessionCookie && request.cookies[cookies.signedInName] !== undefined) {
         request.errorCode = 'GH_ERR_COOKIE_REFUSED';
@@ -325,8 +325,8 @@ export const proxyPlugin = fp(
       const cookie = incoming.cookie === undefined ? undefined : cookies.stripOwn(incoming.cookie);
       if (cookie !== undefined) headers.cookie = cookie;
       headers['x-forwarded-for'] = clientAddressing.forwardedFor(request);
-      headers['x-forwarded-proto'] = forwardedProto;
-      headers['x-forwarded-host'] = forwardedHost;
+      headers['x-forwarded-proto'] = site.proto;
+      headers['x-forwarded-host'] = site.host;
       return headers;
     }
 

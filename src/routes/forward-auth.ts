@@ -1,11 +1,10 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { errorRow, gatehouseError, isGatehouseError, type ErrorCode } from '../errors.js';
 import { AddressList } from '../http/address-list.js';
-import { createCrossSiteRule } from '../http/csrf.js';
 import { isNavigation } from '../http/request-kind.js';
 import { originalRequest } from '../http/original-request.js';
 import { safeReturnTo } from '../oauth/return-to.js';
-import { resolveSession, type ResolvedSession } from '../plugins/session.js';
+import { resolveSession, type ResolvedSession } from '../session/resolve.js';
 import { isAllowed } from '../routing/allow.js';
 import { identityHeaders } from '../routing/identity-headers.js';
 import { isAmbiguousPath, type Route } from '../routing/route-table.js';
@@ -21,15 +20,15 @@ const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
  * from it. 200 carries `Authorization: Bearer` and the route's identity
  * headers for the proxy to copy upstream; no other status ever carries a
  * token. Sessions are resolved and refreshed as for proxied requests
- * (src/plugins/session.ts, src/oauth/refresh.ts: one refresh per user).
+ * (src/session/resolve.ts, src/oauth/refresh.ts: one refresh per user).
  */
 export async function forwardAuthRoute(fastify: FastifyInstance): Promise<void> {
   const { config, routes, refresher, cookies, basePath } = fastify.gatehouse;
   const { trustedProxies, redirect } = config.forwardAuth;
   if (trustedProxies === undefined) return;
   const proxies = new AddressList(trustedProxies);
-  const isCrossSite = createCrossSiteRule(config);
-  const loginUrl = `${new URL(config.server.publicUrl).origin}${basePath}${config.paths.login}`;
+  const isCrossSite = fastify.gatehouse.crossSite;
+  const loginUrl = `${fastify.gatehouse.site.origin}${basePath}${config.paths.login}`;
 
   const endpoint = config.paths.forwardAuth;
   // Envoy's ext_authz asks at `path_prefix` + the original path: the whole subtree is the endpoint's.

@@ -1,10 +1,9 @@
 import * as oidc from 'openid-client';
 import type { FastifyInstance, FastifyRequest, RawRequestDefaultExpression } from 'fastify';
 import { gatehouseError } from '../errors.js';
-import { createCrossSiteCheck } from '../http/csrf.js';
-import { revokeRefreshToken } from '../oauth/revocation.js';
-import { resolveSession, type ResolvedSession } from '../plugins/session.js';
-import { endSessions } from '../session/ending.js';
+import { requestCheck } from '../http/csrf.js';
+import { resolveSession, type ResolvedSession } from '../session/resolve.js';
+import { endSessionsAndRevoke } from '../session/ending.js';
 
 /**
  * GET or POST /logout: ends this browser's session, revokes the refresh token
@@ -16,8 +15,8 @@ import { endSessions } from '../session/ending.js';
  */
 export async function logoutRoute(fastify: FastifyInstance): Promise<void> {
   const { config, provider, store, cookies, basePath } = fastify.gatehouse;
-  const isCrossSite = createCrossSiteCheck(config);
-  const publicOrigin = new URL(config.server.publicUrl).origin;
+  const isCrossSite = requestCheck(fastify.gatehouse.crossSite);
+  const publicOrigin = fastify.gatehouse.site.origin;
   const postLogoutRedirectUri = config.provider.postLogoutRedirectUri ?? `${config.server.publicUrl.replace(/\/$/, '')}/`;
 
   // A sign-out button is usually an HTML form: it posts
@@ -80,10 +79,8 @@ export async function logoutRoute(fastify: FastifyInstance): Promise<void> {
    */
   async function endSession(request: FastifyRequest, resolved: ResolvedSession, everywhere: boolean): Promise<string | undefined> {
     const { userId } = resolved.session;
-    await store.deleteSession(resolved.hash);
-    const result = await endSessions(store, userId, (hash) => everywhere || hash === resolved.hash);
+    const result = await endSessionsAndRevoke({ store, provider }, request.log, userId, resolved.hash, (hash) => everywhere || hash === resolved.hash);
     if (!result) return undefined;
-    if (result.lastOut && result.record.refreshToken !== undefined) await revokeRefreshToken(provider, result.record.refreshToken, request.log);
     request.log.info({ userId: result.record.user ?? userId, sessions: result.ended }, everywhere ? 'every session of the user ended' : 'session ended');
     return result.record.idToken;
   }

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { gatehouseError } from '../errors.js';
-import { resolveSession } from '../plugins/session.js';
+import { resolveSession } from '../session/resolve.js';
 
 /**
  * Claims that describe a token or the sign-in event, not the user (OpenID

@@ -4,10 +4,9 @@ import type { FastifyBaseLogger } from 'fastify';
 import { fastifyCookie } from '@fastify/cookie';
 import WebSocket, { WebSocketServer } from 'ws';
 import { errorRow, gatehouseError, isGatehouseError, type ErrorCode } from '../errors.js';
-import { ClientAddressing } from '../http/client-address.js';
 import { endToEndHeaders } from '../http/hop-by-hop.js';
 import type { GatewayContext } from '../plugins/gateway-context.js';
-import { resolveSessionId, type ResolvedSession } from '../plugins/session.js';
+import { resolveSessionId, type ResolvedSession } from '../session/resolve.js';
 import { isAllowed } from '../routing/allow.js';
 import { identityHeaders } from '../routing/identity-headers.js';
 import { isAmbiguousPath, upstreamPath, type Route } from '../routing/route-table.js';
@@ -28,10 +27,7 @@ const HANDSHAKE_HEADERS = new Set(['sec-websocket-key', 'sec-websocket-version',
  * refusal reaches the browser with the upstream's status.
  */
 export function proxyWebSockets(server: Server, context: GatewayContext, sockets: OpenSockets, log: FastifyBaseLogger): void {
-  const { config, routes, cookies, refresher, clock } = context;
-  const allowedOrigins = new Set([new URL(config.server.publicUrl).origin, ...config.csrf.allowedOrigins]);
-  const addressing = new ClientAddressing(config.server.trustProxy);
-  const publicUrl = new URL(config.server.publicUrl);
+  const { routes, cookies, refresher, clock, site, clientAddressing: addressing } = context;
   const browserSide = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: 0 });
 
   server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
@@ -57,7 +53,7 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
     if (!route.websocket) throw gatehouseError('GH_ERR_REQUEST_INVALID', { detail: 'this path does not accept WebSocket upgrades' });
     // Browsers always send Origin on an upgrade: a missing or foreign one is cross-site WebSocket hijacking.
     const origin = request.headers.origin;
-    if (origin === undefined || !allowedOrigins.has(origin)) throw gatehouseError('GH_ERR_CSRF_REJECTED');
+    if (origin === undefined || !site.allowedOrigins.has(origin)) throw gatehouseError('GH_ERR_CSRF_REJECTED');
 
     const session = route.auth === 'public' ? null : await signedIn(request, route);
     const headers = upstreamHeaders(request, route, session);
@@ -146,8 +142,8 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
       if (route.sendsToken) headers.authorization = `Bearer ${session.accessToken}`;
     }
     headers['x-forwarded-for'] = addressing.forwardedForPeer(peer, request.headers['x-forwarded-for']);
-    headers['x-forwarded-proto'] = publicUrl.protocol.slice(0, -1);
-    headers['x-forwarded-host'] = publicUrl.host;
+    headers['x-forwarded-proto'] = site.proto;
+    headers['x-forwarded-host'] = site.host;
     return headers;
   }
 }

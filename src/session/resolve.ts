@@ -1,9 +1,8 @@
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
-import type { GatewayContext } from './gateway-context.js';
-import { hashSessionId, isSessionIdShaped } from '../session/session-id.js';
-import type { SessionRecord, TokenRecord } from '../session/store.js';
-import { endSessions } from '../session/ending.js';
-import { revokeRefreshToken } from '../oauth/revocation.js';
+import type { GatewayContext } from '../plugins/gateway-context.js';
+import { hashSessionId, isSessionIdShaped } from './session-id.js';
+import type { SessionRecord, TokenRecord } from './store.js';
+import { endSessionsAndRevoke } from './ending.js';
 
 /** A browser's live session and the token record it shares with the user's other sessions. */
 export interface ResolvedSession {
@@ -72,9 +71,6 @@ export async function resolveSessionId(
 
 /** Ends a session that was idle too long, as a logout would: the last of the user's sessions revokes the refresh token. */
 async function endIdleSession(context: GatewayContext, log: FastifyBaseLogger, hash: string, userId: string): Promise<void> {
-  const { store, provider } = context;
-  await store.deleteSession(hash);
-  const result = await endSessions(store, userId, (candidate) => candidate === hash);
-  if (result?.lastOut && result.record.refreshToken !== undefined) await revokeRefreshToken(provider, result.record.refreshToken, log);
+  const result = await endSessionsAndRevoke(context, log, userId, hash, (candidate) => candidate === hash);
   log.info({ userId: result?.record.user ?? userId }, 'idle session ended');
 }
