@@ -12,7 +12,7 @@ export const accessLogPlugin = fp<{ logger: Logger }>(
     const { metrics } = fastify.gatehouse;
     // Synchronous, and the line built without spreads: this runs once per request (BENCHMARKS.md "Access log").
     fastify.addHook('onResponse', (request, reply, done) => {
-      const route = request.routeOptions.config.routeClass ?? request.proxyRoute?.label ?? 'proxy';
+      const route = request.routeOptions.config.routeClass ?? request.exchange?.route.label ?? 'proxy';
       metrics.countRequest(route, reply.statusCode, reply.elapsedTime / 1000);
       if (logger.isLevelEnabled('info')) {
         const query = request.url.indexOf('?');
@@ -26,7 +26,8 @@ export const accessLogPlugin = fp<{ logger: Logger }>(
         };
         if (request.userId !== undefined) line.userId = request.userId;
         if (request.errorCode !== undefined) line.code = request.errorCode;
-        if (request.upstreamSeconds >= 0) line.upstreamMs = Math.round(request.upstreamSeconds * 10_000) / 10;
+        const seconds = request.exchange?.seconds ?? -1;
+        if (seconds >= 0) line.upstreamMs = Math.round(seconds * 10_000) / 10;
         request.log.info(line, 'request completed');
       }
       done();

@@ -17,32 +17,38 @@ import { isAmbiguousPath, upstreamPath, type Route } from '../routing/route-tabl
 import { isAllowed } from '../routing/allow.js';
 import { identityHeaders } from '../routing/identity-headers.js';
 
+/** What the proxy keeps of one request while it is under way: one object per proxied request. */
+export interface Exchange {
+  /** The route the request's path matched (README "Routes"). */
+  route: Route;
+  /** The upstream path (without the query, which reply-from appends), kept for a retry and the failure log. */
+  path: string;
+  /** The route's identity headers for the signed-in user; undefined without a user or headers. */
+  identity: Record<string, string> | undefined;
+  /** The access token to send upstream; '' sends none. */
+  token: string;
+  /** With `provider.dpop`: the DPoP proof sent with it (RFC 9449 §7.1); '' otherwise. */
+  proof: string;
+  /** When the request was handed to the upstream (hrtime ns), for the latency histogram. */
+  startedAt: bigint;
+  /** Seconds the upstream took to answer with its head; -1 until it has. */
+  seconds: number;
+  /** The key of the signed-in user's token record (src/oauth/identify.ts); '' without a user. */
+  userKey: string;
+  /** Whether an upstream 401 may be retried once with a new access token (see `onResponse`). */
+  retryable: boolean;
+  /** Whether this request is that retry. */
+  retried: boolean;
+  /** Whether this request counts toward its user's `limits.perUserConcurrency`. */
+  holdsSlot: boolean;
+}
+
 declare module 'fastify' {
   interface FastifyRequest {
-    /** The route the request's path matched (README "Routes"); undefined before matching or when none did. */
-    proxyRoute: Route | undefined;
-    /** The route's identity headers for the signed-in user; undefined without a user or headers. */
-    identity: Record<string, string> | undefined;
-    /** The access token to send upstream, set once the session is resolved; '' sends none. */
-    upstreamToken: string;
-    /** With `provider.dpop`: the DPoP proof sent with it (RFC 9449 §7.1); '' otherwise. */
-    upstreamProof: string;
-    /** When the request was handed to the upstream (hrtime ns), for the latency histogram. */
-    upstreamStart: bigint;
-    /** Seconds the upstream took to answer with its head; -1 until it has. */
-    upstreamSeconds: number;
+    /** A proxied request's state (README "How it works"); null for the gateway's own paths and before a route matched. */
+    exchange: Exchange | null;
     /** The signed-in user as shown (the `userIdClaim` value), for the access log. */
     userId: string | undefined;
-    /** The key of the signed-in user's token record (src/oauth/identify.ts). */
-    userKey: string;
-    /** Whether an upstream 401 may be retried once with a new access token (see `onResponse`). */
-    upstreamRetryable: boolean;
-    /** The upstream path (without the query, which reply-from appends), kept for that retry and the failure log. */
-    upstreamPath: string;
-    /** Whether this request is that retry. */
-    upstreamRetried: boolean;
-    /** Whether this request counts toward its user's `limits.perUserConcurrency`. */
-    holdsUserSlot: boolean;
   }
 }
 
@@ -103,18 +109,8 @@ export const proxyPlugin = fp(
     const loginHref = `${basePath}${config.paths.login}`;
     const signOut = { href: `${basePath}${config.paths.logout}`, text: 'Sign out' };
 
-    fastify.decorateRequest('proxyRoute', undefined);
-    fastify.decorateRequest('identity', undefined);
-    fastify.decorateRequest('upstreamToken', '');
-    fastify.decorateRequest('upstreamProof', '');
-    fastify.decorateRequest('upstreamStart', 0n);
-    fastify.decorateRequest('upstreamSeconds', -1);
+    fastify.decorateRequest('exchange', null);
     fastify.decorateRequest('userId', undefined);
-    fastify.decorateRequest('userKey', '');
-    fastify.decorateRequest('upstreamRetryable', false);
-    fastify.decorateRequest('upstreamPath', '');
-    fastify.decorateRequest('upstreamRetried', false);
-    fastify.decorateRequest('holdsUserSlot', false);
     const perUserLimit = config.limits.perUserConcurrency;
     /** userKey -> proxied requests of that user in flight on this replica. */
     const inFlight = new Map<string, number>();
@@ -135,18 +131,31 @@ export const proxyPlugin = fp(
       if (isAmbiguousPath(path)) throw gatehouseError('GH_ERR_REQUEST_INVALID', { detail: 'the path holds a "." or ".." segment or a backslash' });
       const route = routes.match(path);
       if (route === undefined) throw gatehouseError('GH_ERR_ROUTE_NOT_FOUND');
-      request.proxyRoute = route;
-      request.upstreamPath = upstreamPath(route, path);
+      const exchange: Exchange = {
+        route,
+        path: upstreamPath(route, path),
+        identity: undefined,
+        token: '',
+        proof: '',
+        startedAt: 0n,
+        seconds: -1,
+        userKey: '',
+        retryable: false,
+        retried: false,
+        holdsSlot: false,
+      };
+      request.exchange = exchange;
       if (route.auth !== 'public') {
-        const answered = await authenticateUser(request, reply, route);
+        const answered = await authenticateUser(request, reply, exchange);
         if (answered !== undefined) return answered;
       }
-      request.upstreamStart = process.hrtime.bigint();
+      exchange.startedAt = process.hrtime.bigint();
       return undefined;
     }
 
     /** Session, token, `allow` and identity headers of a required or optional route; a reply when the request ends here. */
-    async function authenticateUser(request: FastifyRequest, reply: FastifyReply, route: Route): Promise<FastifyReply | undefined> {
+    async function authenticateUser(request: FastifyRequest, reply: FastifyReply, exchange: Exchange): Promise<FastifyReply | undefined> {
+      const { route } = exchange;
       const required = route.auth === 'required';
       if (required && isCrossSite(request)) throw gatehouseError('GH_ERR_CSRF_REJECTED');
       const resolved = await resolveSession(request);
@@ -157,7 +166,7 @@ export const proxyPlugin = fp(
       }
       // The CSRF rule holds for every request proxied with a session (SPEC §9).
       if (!required && isCrossSite(request)) throw gatehouseError('GH_ERR_CSRF_REJECTED');
-      request.userKey = resolved.session.userId;
+      exchange.userKey = resolved.session.userId;
       request.userId = resolved.tokens.user ?? resolved.session.userId;
       if (perUserLimit > 0) takeUserSlot(request, reply);
       let tokens: TokenRecord;
@@ -175,13 +184,13 @@ export const proxyPlugin = fp(
         request.errorCode = 'GH_ERR_NOT_ALLOWED';
         return sendError(request, reply, gatehouseError('GH_ERR_NOT_ALLOWED', { detail: String(request.userId) }), signOut);
       }
-      if (route.headers.length > 0) request.identity = identityHeaders(route, tokens.claims);
+      if (route.headers.length > 0) exchange.identity = identityHeaders(route, tokens.claims);
       if (!route.sendsToken) return undefined;
-      request.upstreamToken = tokens.accessToken;
-      if (dpop) request.upstreamProof = await upstreamProof(request, route, tokens);
+      exchange.token = tokens.accessToken;
+      if (dpop) exchange.proof = await upstreamProof(request, route, tokens);
       // A token issued during this very request is not worth replacing if the upstream refuses it.
-      request.upstreamRetryable =
-        tokens === resolved.tokens && RETRYABLE_METHODS.has(request.method) && !hasBody(request) && refusedAfterRetry.peek(request.userKey) !== tokens.accessToken;
+      exchange.retryable =
+        tokens === resolved.tokens && RETRYABLE_METHODS.has(request.method) && !hasBody(request) && refusedAfterRetry.peek(exchange.userKey) !== tokens.accessToken;
       return undefined;
     }
 
@@ -221,13 +230,14 @@ export const proxyPlugin = fp(
      * stream's head is sent (`rewriteHeaders`).
      */
     function takeUserSlot(request: FastifyRequest, reply: FastifyReply): void {
-      const count = inFlight.get(request.userKey) ?? 0;
+      const exchange = request.exchange!;
+      const count = inFlight.get(exchange.userKey) ?? 0;
       if (count >= perUserLimit) {
         reply.header('retry-after', '1');
         throw gatehouseError('GH_ERR_USER_CONCURRENCY');
       }
-      inFlight.set(request.userKey, count + 1);
-      request.holdsUserSlot = true;
+      inFlight.set(exchange.userKey, count + 1);
+      exchange.holdsSlot = true;
       (reply.raw as SlotHolder)[SLOT_OWNER] = request;
       reply.raw.once('close', onResponseClosed);
     }
@@ -239,11 +249,12 @@ export const proxyPlugin = fp(
     }
 
     function releaseUserSlot(request: FastifyRequest): void {
-      if (!request.holdsUserSlot) return;
-      request.holdsUserSlot = false;
-      const count = (inFlight.get(request.userKey) ?? 1) - 1;
-      if (count > 0) inFlight.set(request.userKey, count);
-      else inFlight.delete(request.userKey);
+      const exchange = request.exchange!;
+      if (!exchange.holdsSlot) return;
+      exchange.holdsSlot = false;
+      const count = (inFlight.get(exchange.userKey) ?? 1) - 1;
+      if (count > 0) inFlight.set(exchange.userKey, count);
+      else inFlight.delete(exchange.userKey);
     }
 
     /**
@@ -252,9 +263,10 @@ export const proxyPlugin = fp(
      * is given), so the route's timeout is set on it without another allocation.
      */
     function proxyTo(request: FastifyRequest, reply: FastifyReply, _dest: string, options: { timeout?: number }): FastifyReply {
+      const exchange = request.exchange!;
       fromOptions ??= options;
-      options.timeout = request.proxyRoute!.timeout * 1000;
-      return reply.from(request.upstreamPath, options as Parameters<FastifyReply['from']>[1]);
+      options.timeout = exchange.route.timeout * 1000;
+      return reply.from(exchange.path, options as Parameters<FastifyReply['from']>[1]);
     }
 
     /**
@@ -265,15 +277,16 @@ export const proxyPlugin = fp(
      * and its body is already consumed.
      */
     function onResponse(request: FastifyRequest, reply: FastifyReply, res: UpstreamResponse): void {
-      if (res.statusCode !== 401 || !request.upstreamRetryable) {
-        if (request.upstreamRetried) {
-          if (res.statusCode === 401) refusedAfterRetry.set(request.userKey, request.upstreamToken);
-          else refusedAfterRetry.delete(request.userKey);
+      const exchange = request.exchange!;
+      if (res.statusCode !== 401 || !exchange.retryable) {
+        if (exchange.retried) {
+          if (res.statusCode === 401) refusedAfterRetry.set(exchange.userKey, exchange.token);
+          else refusedAfterRetry.delete(exchange.userKey);
         }
         reply.send(res.stream);
         return;
       }
-      request.upstreamRetryable = false;
+      exchange.retryable = false;
       res.stream.destroy();
       // reply-from copied the refused response's headers onto the reply already.
       for (const name of Object.keys(res.headers)) reply.removeHeader(name);
@@ -281,20 +294,21 @@ export const proxyPlugin = fp(
     }
 
     async function retryWithNewToken(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+      const exchange = request.exchange!;
       request.log.info({ userId: request.userId }, 'upstream refused the access token: replacing it');
       try {
-        const tokens = await refresher.replace(request.userKey, request.upstreamToken, request.log);
-        request.upstreamToken = tokens.accessToken;
+        const tokens = await refresher.replace(exchange.userKey, exchange.token, request.log);
+        exchange.token = tokens.accessToken;
         // A proof is good for one request (its jti): the retry gets its own.
-        if (dpop) request.upstreamProof = await upstreamProof(request, request.proxyRoute!, tokens);
+        if (dpop) exchange.proof = await upstreamProof(request, exchange.route, tokens);
       } catch (err) {
         reply.send(err);
         return;
       }
-      request.upstreamRetried = true;
-      request.upstreamStart = process.hrtime.bigint();
-      const options = { ...(fromOptions as object), getUpstream: originOf, timeout: request.proxyRoute!.timeout * 1000 };
-      reply.from(request.upstreamPath, options as Parameters<FastifyReply['from']>[1]);
+      exchange.retried = true;
+      exchange.startedAt = process.hrtime.bigint();
+      const options = { ...(fromOptions as object), getUpstream: originOf, timeout: exchange.route.timeout * 1000 };
+      reply.from(exchange.path, options as Parameters<FastifyReply['from']>[1]);
     }
 
     function replacedHeaders(request: FastifyRequest): (name: string) => boolean {
@@ -308,17 +322,18 @@ export const proxyPlugin = fp(
     }
 
     function rewriteRequestHeaders(request: FastifyRequest, incoming: IncomingHttpHeaders): IncomingHttpHeaders {
+      const exchange = request.exchange!;
       const headers = endToEndHeaders(incoming, replacedHeaders(request));
-      const { identity } = request;
+      const { identity } = exchange;
       if (identity !== undefined) Object.assign(headers, identity);
       // No token on a `token: none` route, nor without a user on an optional one.
-      if (request.upstreamToken !== '') {
-        if (request.upstreamProof === '') {
-          headers.authorization = `Bearer ${request.upstreamToken}`;
+      if (exchange.token !== '') {
+        if (exchange.proof === '') {
+          headers.authorization = `Bearer ${exchange.token}`;
         } else {
           // RFC 9449 §7.1: the DPoP scheme and a proof for this method and URL; a browser's own DPoP header never passes.
-          headers.authorization = `DPoP ${request.upstreamToken}`;
-          headers.dpop = request.upstreamProof;
+          headers.authorization = `DPoP ${exchange.token}`;
+          headers.dpop = exchange.proof;
         }
       }
       headers['x-request-id'] = request.id;
@@ -331,11 +346,12 @@ export const proxyPlugin = fp(
     }
 
     function rewriteHeaders(incoming: IncomingHttpHeaders, request: FastifyRequest): OutgoingHttpHeaders {
-      request.upstreamSeconds = Number(process.hrtime.bigint() - request.upstreamStart) / 1e9;
-      metrics.upstreamDuration.observe(request.upstreamSeconds);
+      const exchange = request.exchange!;
+      exchange.seconds = Number(process.hrtime.bigint() - exchange.startedAt) / 1e9;
+      metrics.upstreamDuration.observe(exchange.seconds);
       const headers = endToEndHeaders(incoming);
       // A server-sent events stream may stay open for hours: it holds no slot once its head is sent.
-      if (request.holdsUserSlot && isEventStream(headers['content-type'])) releaseUserSlot(request);
+      if (exchange.holdsSlot && isEventStream(headers['content-type'])) releaseUserSlot(request);
       const setCookie = headers['set-cookie'];
       if (setCookie !== undefined) headers['set-cookie'] = cookies.filterSetCookie(setCookie);
       return headers;
@@ -350,7 +366,7 @@ export const proxyPlugin = fp(
     async function upstreamProof(request: FastifyRequest, route: Route, tokens: TokenRecord): Promise<string> {
       // A record from before `dpop` was turned on holds a Bearer token: sent as such until its refresh binds a key.
       if (tokens.dpopKey === undefined) return '';
-      const source = request.upstreamPath;
+      const source = request.exchange!.path;
       const target = new URL(source.length > 1 && source[1] === '/' ? `.${source}` : source, route.origin);
       return dpop!.proof(tokens.dpopKey, request.method, target, tokens.accessToken);
     }
@@ -358,7 +374,8 @@ export const proxyPlugin = fp(
     function onError(reply: FastifyReply, { error }: { error: Error & { statusCode?: number } }): void {
       // Host and path of the upstream request, never its query (README "Logs").
       const { request } = reply;
-      const failure = { type: error.name, code: causeCode(error), endpoint: `${request.proxyRoute!.origin}${request.upstreamPath}` };
+      const exchange = request.exchange!;
+      const failure = { type: error.name, code: causeCode(error), endpoint: `${exchange.route.origin}${exchange.path}` };
       request.log.warn({ failure }, 'upstream failed');
       // reply-from's GatewayTimeoutError: no response head within the route's `timeout`.
       reply.send(gatehouseError(error.statusCode === 504 ? 'GH_ERR_UPSTREAM_TIMEOUT' : 'GH_ERR_UPSTREAM_UNAVAILABLE', { cause: error }));
@@ -393,7 +410,7 @@ export const proxyPlugin = fp(
 
 /** The origin of the request's route: the only host its request, and its token, goes to. */
 function originOf(request: FastifyRequest): string {
-  return request.proxyRoute!.origin;
+  return request.exchange!.route.origin;
 }
 
 function isEventStream(contentType: OutgoingHttpHeaders[string]): boolean {
