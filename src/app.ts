@@ -132,10 +132,11 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   await app.register(signedOutRoute);
   await app.register(backchannelLogoutRoute);
   await app.register(forwardAuthRoute);
-  await app.register(proxyPlugin);
+  // Forward-auth only: nothing is proxied, so no token ever goes to an upstream from here.
+  if (!config.forwardAuth.only) await app.register(proxyPlugin);
 
   const websockets = new OpenSockets(store, clock, metrics.websocketConnections, logger);
-  proxyWebSockets(app.server, context, websockets, logger as FastifyBaseLogger);
+  if (!config.forwardAuth.only) proxyWebSockets(app.server, context, websockets, logger as FastifyBaseLogger);
 
   const readiness = new Readiness(provider, store);
   const admin = await buildAdmin(context, readiness, logger);

@@ -74,8 +74,8 @@ const RULES: readonly Rule[] = [
   },
   {
     reads: ['provider.dpop'],
-    check({ forwardAuth: { trustedProxies }, provider }) {
-      if (trustedProxies === undefined) return [];
+    check({ forwardAuth: { trustedProxies, only }, provider }) {
+      if (trustedProxies === undefined) return only ? ['forwardAuth.only: needs forwardAuth.trustedProxies (the proxies that may ask the endpoint)'] : [];
       const problems = invalidAddressEntries(trustedProxies).map(
         (index) => `forwardAuth.trustedProxies[${index}]: ${trustedProxies[index]} is not an IP address or a CIDR such as 10.0.0.0/8`,
       );

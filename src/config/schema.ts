@@ -187,6 +187,12 @@ export const ConfigSchema = Type.Object(
       trustedProxies: Type.Optional(Type.Array(Type.String(), { minItems: 1, errorMessage: 'must be a list of proxy addresses/CIDRs such as [10.0.0.0/8]' })),
       /** A navigation without a session gets 302 to sign-in instead of 401 (for proxies that pass the answer on: Caddy, Traefik). */
       redirect: Type.Boolean({ default: false, errorMessage: 'must be true or false' }),
+      /**
+       * Forward-auth only: the gateway proxies nothing (no request, no
+       * WebSocket, no token ever leaves for an upstream); every path that is
+       * not its own gets 404. `routes` still decide what the endpoint answers.
+       */
+      only: Type.Boolean({ default: false, errorMessage: 'must be true or false' }),
     }),
     csrf: section({
       /** Origins besides publicUrl's that may send unsafe requests (an SPA served elsewhere). */

@@ -30,7 +30,14 @@ export const errorsPlugin = fp(
       } else request.log.error({ err: error, code: known.code }, 'request failed');
       return sendError(request, reply, known);
     });
-    fastify.setNotFoundHandler((request, reply) => sendError(request, reply, gatehouseError('GH_ERR_METHOD_NOT_ALLOWED')));
+    // Every other path is proxied, so a request lands here only on a gateway path with another method, or, with
+    // forwardAuth.only, on a path that is not the gateway's.
+    const gatewayPaths = new Set(Object.values(fastify.gatehouse.config.paths));
+    fastify.setNotFoundHandler((request, reply) => {
+      const query = request.url.indexOf('?');
+      const path = query < 0 ? request.url : request.url.slice(0, query);
+      return sendError(request, reply, gatehouseError(gatewayPaths.has(path) ? 'GH_ERR_METHOD_NOT_ALLOWED' : 'GH_ERR_ROUTE_NOT_FOUND'));
+    });
   },
   { name: 'gatehouse-errors', fastify: '5.x', dependencies: ['gatehouse-context'] },
 );

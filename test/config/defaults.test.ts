@@ -43,7 +43,7 @@ t.test('every key not given takes the default of README "Configuration"', async 
     },
     tokens: { refreshSkew: 30, defaultLifetime: 300 },
     paths: { login: '/login', callback: '/callback', logout: '/logout', session: '/session', backchannelLogout: '/backchannel-logout', signedOut: '/signed-out', forwardAuth: '/forward-auth' },
-    forwardAuth: { redirect: false },
+    forwardAuth: { redirect: false, only: false },
     csrf: { allowedOrigins: [] },
     pages: { productName: 'gatehouse' },
     limits: { perUserConcurrency: 64 },

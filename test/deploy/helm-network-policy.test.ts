@@ -76,7 +76,7 @@ t.test('forward-auth mode: only the Ingress controller reaches the gateway, no u
   const check = await checkRenderedConfig(r, podEnvironment(r));
   t.equal(check.code, 0, check.stderr);
   const effective = parse(check.stdout);
-  t.strictSame(effective.forwardAuth, { trustedProxies: ['10.42.0.0/16'], redirect: false });
+  t.strictSame(effective.forwardAuth, { trustedProxies: ['10.42.0.0/16'], redirect: false, only: true }, 'the gateway proxies nothing in forward-auth mode');
   t.strictSame(effective.server.trustProxy, ['10.42.0.0/16']);
 });
 

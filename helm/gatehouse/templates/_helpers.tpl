@@ -189,6 +189,12 @@ reference to the environment the Deployment fills from the Secret.
 {{- end -}}
 {{- $_ := set $session "encryptionKeys" $keys -}}
 {{- $_ := set $config "session" $session -}}
+{{- if .Values.forwardAuth.enabled -}}
+{{- /* The ingress sends the requests upstream: the gateway proxies nothing, so no token can leave from it. */ -}}
+{{- $forwardAuth := get $config "forwardAuth" | default dict -}}
+{{- $_ := set $forwardAuth "only" true -}}
+{{- $_ := set $config "forwardAuth" $forwardAuth -}}
+{{- end -}}
 {{- /* Sections in the order of the gateway's documentation, then any other key. */ -}}
 {{- $order := list "server" "admin" "provider" "upstream" "routes" "session" "tokens" "paths" "forwardAuth" "csrf" -}}
 {{- range $key := $order -}}
