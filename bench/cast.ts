@@ -55,7 +55,12 @@ export interface GatewayOptions {
   dpop?: boolean;
   /** `routes` instead of `upstream`: this many routes, all to the upstream, the most specific one `ROUTED_PATH`. */
   routes?: number;
+  /** A `websocket: true` route at `WEBSOCKET_PATH` to this upstream, beside `/` to the bench upstream. */
+  websocketUpstream?: string;
 }
+
+/** The path of the WebSocket route (`GatewayOptions.websocketUpstream`). */
+export const WEBSOCKET_PATH = '/ws';
 
 /** The path the routes scenario requests: the longest of its routes matches it. */
 export const ROUTED_PATH = '/api/data';
@@ -190,7 +195,7 @@ provider:
   clientId: ${CLIENT_ID}
   clientSecret: \${GATEHOUSE_CLIENT_SECRET}
   clientAuthMethod: client_secret_post
-${o.dpop ? '  dpop: true\n' : ''}${o.routes === undefined ? `upstream: ${o.upstreamUrl}` : routesYaml(o.routes, o.upstreamUrl)}
+${o.dpop ? '  dpop: true\n' : ''}${upstreamYaml(o)}
 session:
   store: ${o.sqlitePath === undefined ? 'sqlite://data/sessions.sqlite' : `sqlite://${o.sqlitePath}`}
   cacheSize: ${o.cacheSize ?? 10000}
@@ -203,6 +208,13 @@ rateLimit:
 limits:
   perUserConcurrency: 0
 ${o.refreshSkew === undefined ? '' : `tokens:\n  refreshSkew: ${o.refreshSkew}\n`}`;
+}
+
+function upstreamYaml(o: GatewayOptions & { upstreamUrl: string }): string {
+  if (o.websocketUpstream !== undefined) {
+    return `routes:\n  - {path: ${WEBSOCKET_PATH}, upstream: '${o.websocketUpstream}', websocket: true}\n  - {path: /, upstream: '${o.upstreamUrl}'}`;
+  }
+  return o.routes === undefined ? `upstream: ${o.upstreamUrl}` : routesYaml(o.routes, o.upstreamUrl);
 }
 
 /** `count` routes to `upstreamUrl`: `/`, `/api`, `ROUTED_PATH`, and siblings that do not match it (`/r3`, `/api/r4`, ...). */

@@ -26,6 +26,7 @@ import { profile } from './scenarios/profile.js';
 import { refreshStorm } from './scenarios/refresh-storm.js';
 import { storeScale } from './scenarios/store-scale.js';
 import { streaming } from './scenarios/streaming.js';
+import { websocket } from './scenarios/websocket.js';
 
 const PINNED_ENV = 'GATEHOUSE_BENCH_PINNED';
 
@@ -38,6 +39,7 @@ const SCENARIOS: Array<{ key: string; name: string; run: Scenario }> = [
   { key: 'storm', name: 'refresh storm', run: refreshStorm },
   { key: 'users', name: 'many users refreshing', run: manyUsers },
   { key: 'stream', name: 'streaming', run: streaming },
+  { key: 'websocket', name: 'WebSockets', run: websocket },
   { key: 'store', name: 'store scale', run: storeScale },
   { key: 'profile', name: 'hot-path profile', run: profile },
   { key: 'apache', name: 'Apache + mod_auth_openidc', run: apache },
