@@ -63,8 +63,13 @@ export class TokenRefresher {
    * cannot answer (everything kept).
    */
   async fresh(record: TokenRecord, log: FastifyBaseLogger, now = this.#options.clock.now()): Promise<TokenRecord> {
-    if (!needsRefresh(record, this.#options.refreshSkewMs, now)) return record;
+    if (this.isFresh(record, now)) return record;
     return this.#singleFlight(record.userId, log);
+  }
+
+  /** Whether the record's access token may be used as it is at `now` (outside `tokens.refreshSkew`). */
+  isFresh(record: TokenRecord, now: number): boolean {
+    return !needsRefresh(record, this.#options.refreshSkewMs, now);
   }
 
   /**

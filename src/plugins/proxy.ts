@@ -5,17 +5,16 @@ import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from 'n
 import type { Readable } from 'node:stream';
 import { LRUCache } from 'lru-cache';
 import { Agent, type Dispatcher } from 'undici';
-import { gatehouseError, isGatehouseError } from '../errors.js';
+import { gatehouseError } from '../errors.js';
 import { requestCheck } from '../http/csrf.js';
 import { endToEndHeaders } from '../http/hop-by-hop.js';
 import { isNavigation } from '../http/request-kind.js';
-import { resolveSession } from '../session/resolve.js';
+import { resolveCached, resolveSession, type ResolvedSession } from '../session/resolve.js';
 import { sendError, signInLink } from './errors.js';
 import { causeCode } from '../oauth/provider.js';
 import type { TokenRecord } from '../session/store.js';
 import { isAmbiguousPath, upstreamPath, type Route } from '../routing/route-table.js';
-import { isAllowed } from '../routing/allow.js';
-import { identityHeaders } from '../routing/identity-headers.js';
+import { admit, admitFresh, type Admission } from '../routing/route-access.js';
 
 /** What the proxy keeps of one request while it is under way: one object per proxied request. */
 export interface Exchange {
@@ -101,7 +100,7 @@ class UpstreamAgent extends Agent {
  */
 export const proxyPlugin = fp(
   async (fastify) => {
-    const { config, cookies, refresher, metrics, dpop, routes, basePath, site, crossSite, clientAddressing } = fastify.gatehouse;
+    const { config, cookies, refresher, metrics, dpop, routes, basePath, site, crossSite, clientAddressing, clock } = fastify.gatehouse;
     const isCrossSite = requestCheck(crossSite);
     const isGatewaySet = gatewaySetHeaders(routes.identityHeaderNames);
     /** ClientAddressing's predicate (one of two) -> it or isGatewaySet, built once each: no closure per request. */
@@ -123,7 +122,35 @@ export const proxyPlugin = fp(
     /** @fastify/http-proxy's reply options (the same object for every request), kept for the retry. */
     let fromOptions: unknown;
 
-    async function authenticate(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
+    /**
+     * The proxy's preHandler. A signed-in request whose session and fresh
+     * token are in the cache is decided without a promise (the hot path:
+     * BENCHMARKS.md); anything that needs the store or the AS goes through
+     * {@link authenticateUser}.
+     */
+    function authenticate(request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void): void {
+      const exchange = matchRoute(request);
+      const { route } = exchange;
+      if (route.auth !== 'public') {
+        const now = clock.now();
+        const resolved = dpop ? undefined : resolveCached(fastify.gatehouse, request.cookies[cookies.sessionName], now);
+        if (resolved == null || !refresher.isFresh(resolved.tokens, now)) {
+          authenticateUser(request, reply, exchange, resolved, now).then((answered) => {
+            if (answered === undefined) exchange.startedAt = process.hrtime.bigint();
+            done();
+          }, done);
+          return;
+        }
+        if (isCrossSite(request)) throw gatehouseError('GH_ERR_CSRF_REJECTED');
+        enter(request, reply, exchange, resolved);
+        if (pass(request, reply, exchange, admit(route, resolved, resolved.tokens), resolved.tokens) !== undefined) return;
+      }
+      exchange.startedAt = process.hrtime.bigint();
+      done();
+    }
+
+    /** The request's route and its Exchange; throws the 400 or 404 that ends it. */
+    function matchRoute(request: FastifyRequest): Exchange {
       const { url } = request;
       const query = url.indexOf('?');
       const path = query < 0 ? url : url.slice(0, query);
@@ -145,52 +172,71 @@ export const proxyPlugin = fp(
         holdsSlot: false,
       };
       request.exchange = exchange;
-      if (route.auth !== 'public') {
-        const answered = await authenticateUser(request, reply, exchange);
-        if (answered !== undefined) return answered;
-      }
-      exchange.startedAt = process.hrtime.bigint();
-      return undefined;
+      return exchange;
     }
 
-    /** Session, token, `allow` and identity headers of a required or optional route; a reply when the request ends here. */
-    async function authenticateUser(request: FastifyRequest, reply: FastifyReply, exchange: Exchange): Promise<FastifyReply | undefined> {
+    /**
+     * Session, token, `allow` and identity headers of a required or optional
+     * route, when the cache alone could not decide (`cached` is what it
+     * knew); a reply when the request ends here.
+     */
+    async function authenticateUser(
+      request: FastifyRequest,
+      reply: FastifyReply,
+      exchange: Exchange,
+      cached: ResolvedSession | null | undefined,
+      now: number,
+    ): Promise<FastifyReply | undefined> {
       const { route } = exchange;
       const required = route.auth === 'required';
-      if (required && isCrossSite(request)) throw gatehouseError('GH_ERR_CSRF_REJECTED');
-      const resolved = await resolveSession(request);
+      const crossSite = isCrossSite(request);
+      if (required && crossSite) throw gatehouseError('GH_ERR_CSRF_REJECTED');
+      const resolved = cached === undefined ? await resolveSession(request, now) : cached;
       if (!resolved) {
         if (required) return unauthenticated(request, reply, route);
         if (request.cookies[cookies.sessionName] !== undefined) cookies.clearSession(reply);
         return undefined;
       }
       // The CSRF rule holds for every request proxied with a session (SPEC §9).
-      if (!required && isCrossSite(request)) throw gatehouseError('GH_ERR_CSRF_REJECTED');
-      exchange.userKey = resolved.session.userId;
-      request.userId = resolved.tokens.user ?? resolved.session.userId;
-      if (perUserLimit > 0) takeUserSlot(request, reply);
-      let tokens: TokenRecord;
-      try {
-        tokens = await refresher.fresh(resolved.tokens, request.log);
-      } catch (err) {
-        // On an optional route a session the AS ended (rejected refresh) leaves an anonymous request.
-        if (required || !isGatehouseError(err) || err.code !== 'GH_ERR_SESSION_REQUIRED') throw err;
+      if (crossSite) throw gatehouseError('GH_ERR_CSRF_REJECTED');
+      enter(request, reply, exchange, resolved);
+      const admission = await admitFresh(fastify.gatehouse, route, resolved, request.log);
+      if (admission === null) {
+        // An optional route whose session the AS just ended (a rejected refresh) goes on without it.
         cookies.clearSession(reply);
         releaseUserSlot(request);
         request.userId = undefined;
         return undefined;
       }
-      if (route.allow !== undefined && !isAllowed(route.allow, tokens.claims)) {
+      const answered = pass(request, reply, exchange, admission, resolved.tokens);
+      if (answered === undefined && dpop && exchange.token !== '') exchange.proof = await upstreamProof(request, route, admission.tokens);
+      return answered;
+    }
+
+    /** A signed-in request enters: who it is, and one of its user's `limits.perUserConcurrency` slots (429 when none is left). */
+    function enter(request: FastifyRequest, reply: FastifyReply, exchange: Exchange, resolved: ResolvedSession): void {
+      exchange.userKey = resolved.session.userId;
+      request.userId = resolved.tokens.user ?? resolved.session.userId;
+      if (perUserLimit > 0) takeUserSlot(request, reply);
+    }
+
+    /**
+     * What goes upstream for an admitted user: the 403 when `allow` refuses
+     * them, else the identity headers and the token. `resolvedTokens` is the
+     * record before any refresh: a token issued during this very request is
+     * not worth replacing if the upstream refuses it.
+     */
+    function pass(request: FastifyRequest, reply: FastifyReply, exchange: Exchange, admission: Admission, resolvedTokens: TokenRecord): FastifyReply | undefined {
+      const { tokens } = admission;
+      if (!admission.allowed) {
         request.errorCode = 'GH_ERR_NOT_ALLOWED';
-        return sendError(request, reply, gatehouseError('GH_ERR_NOT_ALLOWED', { detail: String(request.userId) }), signOut);
+        return sendError(request, reply, gatehouseError('GH_ERR_NOT_ALLOWED', { detail: admission.user }), signOut);
       }
-      if (route.headers.length > 0) exchange.identity = identityHeaders(route, tokens.claims);
-      if (!route.sendsToken) return undefined;
+      exchange.identity = admission.identity;
+      if (!exchange.route.sendsToken) return undefined;
       exchange.token = tokens.accessToken;
-      if (dpop) exchange.proof = await upstreamProof(request, route, tokens);
-      // A token issued during this very request is not worth replacing if the upstream refuses it.
       exchange.retryable =
-        tokens === resolved.tokens && RETRYABLE_METHODS.has(request.method) && !hasBody(request) && refusedAfterRetry.peek(exchange.userKey) !== tokens.accessToken;
+        tokens === resolvedTokens && RETRYABLE_METHODS.has(request.method) && !hasBody(request) && refusedAfterRetry.peek(exchange.userKey) !== tokens.accessToken;
       return undefined;
     }
 

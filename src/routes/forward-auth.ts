@@ -4,9 +4,8 @@ import { AddressList } from '../http/address-list.js';
 import { isNavigation } from '../http/request-kind.js';
 import { originalRequest } from '../http/original-request.js';
 import { safeReturnTo } from '../oauth/return-to.js';
-import { resolveSession, type ResolvedSession } from '../session/resolve.js';
-import { isAllowed } from '../routing/allow.js';
-import { identityHeaders } from '../routing/identity-headers.js';
+import { resolveSession } from '../session/resolve.js';
+import { admitFresh, type Admission } from '../routing/route-access.js';
 import { isAmbiguousPath, type Route } from '../routing/route-table.js';
 
 /** Methods a forward-auth request may come with: proxies ask with GET, or with the original method (nginx, Envoy). */
@@ -23,7 +22,7 @@ const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
  * (src/session/resolve.ts, src/oauth/refresh.ts: one refresh per user).
  */
 export async function forwardAuthRoute(fastify: FastifyInstance): Promise<void> {
-  const { config, routes, refresher, cookies, basePath } = fastify.gatehouse;
+  const { config, routes, cookies, basePath } = fastify.gatehouse;
   const { trustedProxies, redirect } = config.forwardAuth;
   if (trustedProxies === undefined) return;
   const proxies = new AddressList(trustedProxies);
@@ -55,23 +54,17 @@ export async function forwardAuthRoute(fastify: FastifyInstance): Promise<void> 
         // The CSRF rule applies to every request that would go upstream with a session (README "Routes").
         if (route.auth === 'required' && isCrossSite(original.method, request.headers)) return refuse(request, reply, 'GH_ERR_CSRF_REJECTED');
 
-        let resolved: ResolvedSession | null;
-        let accessToken: string | undefined;
+        let admission: Admission | null = null;
         try {
-          resolved = await resolveSession(request);
+          const resolved = await resolveSession(request);
           if (resolved !== null && route.auth === 'optional' && isCrossSite(original.method, request.headers)) return refuse(request, reply, 'GH_ERR_CSRF_REJECTED');
-          if (resolved !== null && route.allow !== undefined && !isAllowed(route.allow, resolved.tokens.claims)) {
-            request.userId = resolved.tokens.user ?? resolved.session.userId;
-            return refuse(request, reply, 'GH_ERR_NOT_ALLOWED', request.userId);
-          }
-          if (resolved !== null && route.sendsToken) accessToken = (await refresher.fresh(resolved.tokens, request.log)).accessToken;
+          if (resolved !== null) admission = await admitFresh(fastify.gatehouse, route, resolved, request.log);
         } catch (err) {
           // A refresh the AS rejected has ended the user's sessions: from here on the browser is signed out.
           if (!(isGatehouseError(err) && err.code === 'GH_ERR_SESSION_REQUIRED')) throw err;
-          resolved = null;
         }
 
-        if (resolved === null) {
+        if (admission === null) {
           if (request.cookies[cookies.sessionName] !== undefined) cookies.clearSession(reply);
           if (route.auth === 'optional') return reply.code(200).send();
           if (redirect && (original.method === 'GET' || original.method === 'HEAD') && isNavigation(request)) {
@@ -80,8 +73,9 @@ export async function forwardAuthRoute(fastify: FastifyInstance): Promise<void> 
           }
           return refuse(request, reply, 'GH_ERR_SESSION_REQUIRED');
         }
-        request.userId = resolved.tokens.user ?? resolved.session.userId;
-        return reply.code(200).headers(passHeaders(route, resolved, accessToken)).send();
+        request.userId = admission.user;
+        if (!admission.allowed) return refuse(request, reply, 'GH_ERR_NOT_ALLOWED', admission.user);
+        return reply.code(200).headers(passHeaders(route, admission)).send();
       },
     });
   }
@@ -92,9 +86,10 @@ function suffixOf(url: string, endpoint: string): string | undefined {
   return url.length > endpoint.length && url[endpoint.length] === '/' ? url.slice(endpoint.length) : undefined;
 }
 
-function passHeaders(route: Route, resolved: ResolvedSession, accessToken: string | undefined): Record<string, string> {
-  const headers = identityHeaders(route, resolved.tokens.claims);
-  if (accessToken !== undefined) headers.authorization = `Bearer ${accessToken}`;
+/** The route's identity headers and, unless it is `token: none`, the fresh access token: for the proxy to copy upstream. */
+function passHeaders(route: Route, admission: Admission): Record<string, string> {
+  const headers: Record<string, string> = { ...admission.identity };
+  if (route.sendsToken) headers.authorization = `Bearer ${admission.tokens.accessToken}`;
   return headers;
 }
 

@@ -32,6 +32,30 @@ export async function resolveSession(request: FastifyRequest, now = request.serv
   return resolveSessionId(context, request.cookies[context.cookies.sessionName], request.log, now);
 }
 
+/**
+ * {@link resolveSessionId} when the in-process cache alone can answer, without
+ * a promise (the hot path); undefined when the store must be read or
+ * written (a miss, a use to record for the idle timeout, a session to end).
+ * Throws GH_ERR_STORE_UNAVAILABLE while the store is down.
+ */
+export function resolveCached(context: GatewayContext, sessionId: string | undefined, now: number): ResolvedSession | null | undefined {
+  if (sessionId === undefined || !isSessionIdShaped(sessionId)) return null;
+  const { store } = context;
+  const hash = hashSessionId(sessionId);
+  const session = store.peekSession(hash, now);
+  if (session === null) return null;
+  if (session === undefined || !usedRecently(context, session, now)) return undefined;
+  const tokens = store.peekTokens(session.userId);
+  if (tokens === undefined || tokens.sessions[hash] === undefined) return undefined;
+  return { hash, session, tokens };
+}
+
+/** Whether the session's last recorded use is recent enough that this one need not be written (or end it). */
+function usedRecently(context: GatewayContext, session: SessionRecord, now: number): boolean {
+  const idleMs = context.config.session.idleTimeout * 1000;
+  return idleMs <= 0 || (session.seenAt !== undefined && now - session.seenAt < idleMs / IDLE_WRITE_FRACTION);
+}
+
 /** {@link resolveSession} for a session id read elsewhere (a WebSocket upgrade, which Fastify does not route). */
 export async function resolveSessionId(
   context: GatewayContext,
@@ -39,9 +63,10 @@ export async function resolveSessionId(
   log: FastifyBaseLogger,
   now = context.clock.now(),
 ): Promise<ResolvedSession | null> {
+  const cached = resolveCached(context, sessionId, now);
+  if (cached !== undefined) return cached;
   const { store, config } = context;
-  if (sessionId === undefined || !isSessionIdShaped(sessionId)) return null;
-  const hash = hashSessionId(sessionId);
+  const hash = hashSessionId(sessionId!);
   let session = await store.getSession(hash, now);
   if (!session) return null;
   const idleMs = config.session.idleTimeout * 1000;

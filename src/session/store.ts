@@ -116,13 +116,29 @@ export class SessionStore {
   }
 
   /**
-   * The session for a hashed id, or null when unknown or expired. An LRU hit
-   * costs no I/O: this is the hot path.
+   * The session for a hashed id from the cache alone, without a promise: null
+   * when cached but expired, undefined when only the backend can tell (the
+   * hot path, src/session/resolve.ts). Throws GH_ERR_STORE_UNAVAILABLE while
+   * the backend is down.
    */
-  async getSession(hash: string, now = Date.now()): Promise<SessionRecord | null> {
+  peekSession(hash: string, now = Date.now()): SessionRecord | null | undefined {
     this.#assertAvailable();
     const cached = this.#cached(`${KEY_PREFIX.session}${hash}`);
-    if (cached?.kind === 'session') return cached.record.expiresAt > now ? cached.record : null;
+    if (cached?.kind !== 'session') return undefined;
+    return cached.record.expiresAt > now ? cached.record : null;
+  }
+
+  /** The user's token record from the cache alone; undefined when only the backend can tell. */
+  peekTokens(userId: string): TokenRecord | undefined {
+    this.#assertAvailable();
+    const cached = this.#cached(`${KEY_PREFIX.tokens}${userId}`);
+    return cached?.kind === 'tokens' ? cached.record : undefined;
+  }
+
+  /** The session for a hashed id, or null when unknown or expired. A cache hit costs no I/O. */
+  async getSession(hash: string, now = Date.now()): Promise<SessionRecord | null> {
+    const peeked = this.peekSession(hash, now);
+    if (peeked !== undefined) return peeked;
     const key = `${KEY_PREFIX.session}${hash}`;
     const generation = this.#generation;
     const version = this.#versions.get(key);
@@ -156,10 +172,11 @@ export class SessionStore {
 
   /** The user's token record; `fromBackend` skips the cache (to re-read under a lock). */
   async getTokens(userId: string, fromBackend = false): Promise<TokenRecord | null> {
-    this.#assertAvailable();
     if (!fromBackend) {
-      const cached = this.#cached(`${KEY_PREFIX.tokens}${userId}`);
-      if (cached?.kind === 'tokens') return cached.record;
+      const peeked = this.peekTokens(userId);
+      if (peeked !== undefined) return peeked;
+    } else {
+      this.#assertAvailable();
     }
     const key = `${KEY_PREFIX.tokens}${userId}`;
     const generation = this.#generation;

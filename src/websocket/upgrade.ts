@@ -7,11 +7,16 @@ import { errorRow, gatehouseError, isGatehouseError, type ErrorCode } from '../e
 import { endToEndHeaders } from '../http/hop-by-hop.js';
 import type { GatewayContext } from '../plugins/gateway-context.js';
 import { resolveSessionId, type ResolvedSession } from '../session/resolve.js';
-import { isAllowed } from '../routing/allow.js';
-import { identityHeaders } from '../routing/identity-headers.js';
+import { admitFresh, type Admission } from '../routing/route-access.js';
 import { isAmbiguousPath, upstreamPath, type Route } from '../routing/route-table.js';
 import { relay } from './relay.js';
 import type { OpenSockets } from './open-sockets.js';
+
+/** A signed-in browser's session and what its route admitted. */
+interface SignedIn {
+  resolved: ResolvedSession;
+  admission: Admission;
+}
 
 /** Request headers the upstream's handshake never gets from the browser: ws sets its own key, version and extensions. */
 const HANDSHAKE_HEADERS = new Set(['sec-websocket-key', 'sec-websocket-version', 'sec-websocket-extensions', 'sec-websocket-protocol', 'host']);
@@ -27,7 +32,7 @@ const HANDSHAKE_HEADERS = new Set(['sec-websocket-key', 'sec-websocket-version',
  * refusal reaches the browser with the upstream's status.
  */
 export function proxyWebSockets(server: Server, context: GatewayContext, sockets: OpenSockets, log: FastifyBaseLogger): void {
-  const { routes, cookies, refresher, clock, site, clientAddressing: addressing } = context;
+  const { routes, cookies, clock, site, clientAddressing: addressing } = context;
   const browserSide = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: 0 });
 
   server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
@@ -91,7 +96,7 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
           route,
           hash: session?.resolved.hash,
           userKey: session?.resolved.session.userId,
-          user: session === null ? undefined : (session.resolved.tokens.user ?? session.resolved.session.userId),
+          user: session?.admission.user,
           expiresAt: session?.resolved.session.expiresAt,
           openedAt: clock.now(),
         });
@@ -100,8 +105,8 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
     });
   }
 
-  /** The session and fresh token of a required or optional route; null when an optional route has none. */
-  async function signedIn(request: IncomingMessage, route: Route): Promise<{ resolved: ResolvedSession; accessToken: string } | null> {
+  /** The admitted user of a required or optional route; null when an optional route has none. */
+  async function signedIn(request: IncomingMessage, route: Route): Promise<SignedIn | null> {
     const cookie = request.headers.cookie;
     const sessionId = cookie === undefined ? undefined : fastifyCookie.parse(cookie)[cookies.sessionName];
     const resolved = await resolveSessionId(context, sessionId, log, clock.now());
@@ -109,21 +114,14 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
       if (route.auth === 'required') throw gatehouseError('GH_ERR_SESSION_REQUIRED');
       return null;
     }
-    let accessToken: string;
-    try {
-      accessToken = (await refresher.fresh(resolved.tokens, log)).accessToken;
-    } catch (err) {
-      // A refresh the AS rejected has ended the session: on an optional route the socket opens without it.
-      if (route.auth === 'optional' && isGatehouseError(err) && err.code === 'GH_ERR_SESSION_REQUIRED') return null;
-      throw err;
-    }
-    if (route.allow !== undefined && !isAllowed(route.allow, resolved.tokens.claims)) {
-      throw gatehouseError('GH_ERR_NOT_ALLOWED', { detail: resolved.tokens.user ?? resolved.session.userId });
-    }
-    return { resolved, accessToken };
+    // A refresh the AS rejected has ended the session: on an optional route the socket opens without it.
+    const admission = await admitFresh(context, route, resolved, log);
+    if (admission === null) return null;
+    if (!admission.allowed) throw gatehouseError('GH_ERR_NOT_ALLOWED', { detail: admission.user });
+    return { resolved, admission };
   }
 
-  function upstreamHeaders(request: IncomingMessage, route: Route, session: { resolved: ResolvedSession; accessToken: string } | null): Record<string, string> {
+  function upstreamHeaders(request: IncomingMessage, route: Route, session: SignedIn | null): Record<string, string> {
     const peer = request.socket.remoteAddress ?? '';
     const replaced = addressing.replacedHeadersOf(peer);
     const incoming = endToEndHeaders(
@@ -138,8 +136,8 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
     const cookie = request.headers.cookie === undefined ? undefined : cookies.stripOwn(request.headers.cookie);
     if (cookie !== undefined) headers.cookie = cookie;
     if (session !== null) {
-      Object.assign(headers, identityHeaders(route, session.resolved.tokens.claims));
-      if (route.sendsToken) headers.authorization = `Bearer ${session.accessToken}`;
+      Object.assign(headers, session.admission.identity);
+      if (route.sendsToken) headers.authorization = `Bearer ${session.admission.tokens.accessToken}`;
     }
     headers['x-forwarded-for'] = addressing.forwardedForPeer(peer, request.headers['x-forwarded-for']);
     headers['x-forwarded-proto'] = site.proto;
