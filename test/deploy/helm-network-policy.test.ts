@@ -51,6 +51,38 @@ t.test('a configured Prometheus selector, a Redis store and narrowed peers', asy
   t.strictSame(egress[1]!.to, [{ ipBlock: { cidr: '203.0.113.0/24' } }], 'the AS rule narrowed to its peers');
 });
 
+t.test('with routes: egress to every distinct route upstream port, none in forward-auth mode', async (t) => {
+  // routes.yaml: /api on :8080, /assets/ and / on :3000; a fourth route on
+  // https without a port adds 443, the scheme's default.
+  const r = await helm.template(['routes.yaml'], ['config.routes[3].path=/docs', 'config.routes[3].upstream=https://docs.example.com', 'config.routes[3].auth=public']);
+  t.equal(r.code, 0, r.stderr);
+  const egress = (r.one('NetworkPolicy') as K8sObject).spec.egress as Rule[];
+  t.strictSame(egress.map(ports), [['53/UDP', '53/TCP'], ['443/TCP'], ['8080/TCP', '3000/TCP', '443/TCP']], 'DNS, the AS, each route upstream port once');
+  const check = await checkRenderedConfig(r, podEnvironment(r));
+  t.equal(check.code, 0, check.stderr);
+  t.strictSame(
+    parse(check.stdout).routes.map((route: { upstream: string }) => route.upstream),
+    ['http://api.default.svc:8080/v1', 'http://web.default.svc:3000', 'http://web.default.svc:3000', 'https://docs.example.com'],
+    'the routes the policy was derived from are the ones the gateway runs',
+  );
+
+  const narrowed = await helm.template(['routes.yaml'], ['networkPolicy.egress.upstreamTo[0].namespaceSelector.matchLabels.team=web']);
+  const upstreams = ((narrowed.one('NetworkPolicy') as K8sObject).spec.egress as Rule[])[2]!;
+  t.strictSame(ports(upstreams), ['8080/TCP', '3000/TCP']);
+  t.strictSame(upstreams.to, [{ namespaceSelector: { matchLabels: { team: 'web' } } }], 'the upstream rule narrowed to its peers');
+
+  const forwardAuth = await helm.template(
+    ['routes.yaml'],
+    ['forwardAuth.enabled=true', 'config.forwardAuth.trustedProxies[0]=10.42.0.0/16', 'networkPolicy.httpFrom[0].podSelector.matchLabels.app=ingress'],
+  );
+  t.equal(forwardAuth.code, 0, forwardAuth.stderr);
+  t.strictSame(
+    ((forwardAuth.one('NetworkPolicy') as K8sObject).spec.egress as Rule[]).map(ports),
+    [['53/UDP', '53/TCP'], ['443/TCP']],
+    'forward-auth mode proxies nothing: no route upstream reachable',
+  );
+});
+
 t.test('turned off on request', async (t) => {
   const unrestricted = await helm.template(['minimal.yaml'], ['networkPolicy.egress.restrict=false']);
   t.strictSame((unrestricted.one('NetworkPolicy') as K8sObject).spec.policyTypes, ['Ingress'], 'egress unrestricted');

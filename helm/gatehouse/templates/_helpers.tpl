@@ -228,6 +228,26 @@ ${VARIABLE} references is not one Go's url.Parse accepts.
 {{- end -}}
 {{- end -}}
 
+{{/*
+Ports of the upstreams the gateway proxies to, one per line: each route's
+upstream when config.routes is given (config.upstream is then unused), else
+config.upstream.
+*/}}
+{{- define "gatehouse.upstreamPorts" -}}
+{{- $routes := dig "routes" list .Values.config -}}
+{{- if $routes -}}
+{{- range $routes -}}
+{{- with .upstream }}
+{{ include "gatehouse.urlPort" . }}
+{{- end -}}
+{{- end -}}
+{{- else -}}
+{{- with .Values.config.upstream }}
+{{ include "gatehouse.urlPort" . }}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* Ports of the authorization server's URLs the gateway itself calls, one per line. */}}
 {{- define "gatehouse.providerPorts" -}}
 {{- $provider := .Values.config.provider | default dict -}}
