@@ -171,6 +171,42 @@ t.test('the route table applies to the original path', async (t) => {
   t.equal((await ask(h, '/api/orders')).status, 401, 'a required route without a session: 401');
 });
 
+t.test('routes without `/`: an original URL no route matches gets 404, signed in or not, whatever the form', async (t) => {
+  const h = await startHarness({
+    config: {
+      forwardAuth: { ...FORWARD_AUTH, redirect: true },
+      routes: [
+        { path: '/assets', upstream: 'http://127.0.0.1:9', auth: 'public' },
+        { path: '/docs', upstream: 'http://127.0.0.1:9', auth: 'optional' },
+        { path: '/api', upstream: 'http://127.0.0.1:9', auth: 'required' },
+      ],
+    },
+  });
+  t.teardown(() => h.close());
+  const watch = watchTokenEndpoint(h.as);
+  const { cookie } = await signIn(h.url, { user: 'alice' });
+  const { accessToken, refreshToken } = watch.issued.at(-1)!;
+  t.equal((await ask(h, '/api/orders', { cookie })).headers.authorization, `Bearer ${accessToken}`, 'a matched route still passes');
+  t.equal((await ask(h, '/assets/app.css')).status, 200);
+
+  const navigate = { 'sec-fetch-mode': 'navigate', accept: 'text/html' };
+  for (const uri of ['/', '/apix', '/nothing?x=1', '/Api/orders']) {
+    for (const [who, headers] of [['signed in', { cookie }], ['anonymous', {}], ['anonymous navigation', navigate], ['signed-in navigation', { ...navigate, cookie }]] as const) {
+      const answer = await ask(h, uri, headers);
+      t.equal(answer.status, 404, `${uri}, ${who}: 404, not a pass, a 401 or a redirect to sign-in`);
+      t.match(JSON.parse(answer.body.toString('utf8')), { error: 'not_found' });
+      t.notOk('location' in answer.headers, 'no redirect');
+      holdsNoToken(t, answer, [accessToken, refreshToken]);
+    }
+  }
+  const nginxStyle = await httpSend(h.url, { path: '/forward-auth', headers: { 'x-original-method': 'GET', 'x-original-url': 'https://app.example.com/nothing', cookie } });
+  t.equal(nginxStyle.status, 404, "nginx's X-Original-URL form");
+  holdsNoToken(t, nginxStyle, [accessToken, refreshToken]);
+  const envoyStyle = await httpSend(h.url, { path: '/forward-auth/nothing', headers: { cookie } });
+  t.equal(envoyStyle.status, 404, "Envoy's ext_authz form");
+  holdsNoToken(t, envoyStyle, [accessToken, refreshToken]);
+});
+
 t.test('config: trustedProxies must be addresses/CIDRs and cannot go with DPoP; without it the path is proxied as any other', async (t) => {
   t.strictSame(problemsOf(withKeys({ forwardAuth: { trustedProxies: ['10.0.0.0/8', 'ingress'] } })), [
     'forwardAuth.trustedProxies[1]: ingress is not an IP address or a CIDR such as 10.0.0.0/8',
