@@ -19,7 +19,12 @@ interface RecipeOptions {
   apiWithoutSession: number;
   /** Whether the recipe makes `/forward-auth` unreachable through the proxy (nginx `internal`). */
   hidesEndpoint: boolean;
+  /** `server.trustProxy` in place of the recipe's address list, e.g. a hop count; default: the recipe's. */
+  trustProxy?: number | string[];
 }
+
+/** `rateLimit.max` in the scenario: sign-ins a client address may start per minute. */
+const SIGN_IN_LIMIT = 4;
 
 /** A recipe running: the cast of the harness and the proxy in front of the gateway, on the publicUrl's port. */
 export interface RunningRecipe {
@@ -37,7 +42,15 @@ export interface RunningRecipe {
 export async function startRecipe(
   t: Test,
   start: (dir: string, addresses: Addresses) => Promise<FrontProxy>,
-  options: { redirect: boolean; tokenTtl: number; authorizationServerHost?: '127.0.0.1' | 'localhost' },
+  options: {
+    redirect: boolean;
+    tokenTtl: number;
+    authorizationServerHost?: '127.0.0.1' | 'localhost';
+    /** See RecipeOptions. */
+    trustProxy?: number | string[];
+    /** `rateLimit.max`; default: the gateway's. */
+    signInLimit?: number;
+  },
 ): Promise<RunningRecipe> {
   const recipe = parseYaml(readFileSync(join(RECIPES, 'gatehouse.yaml'), 'utf8')) as {
     server: { trustProxy: string[] };
@@ -48,9 +61,10 @@ export async function startRecipe(
     accessTokenTtl: options.tokenTtl,
     ...(options.authorizationServerHost ? { authorizationServerHost: options.authorizationServerHost } : {}),
     config: {
-      server: { port: await freePort(), trustProxy: recipe.server.trustProxy },
+      server: { port: await freePort(), trustProxy: options.trustProxy ?? recipe.server.trustProxy },
       forwardAuth: { trustedProxies: recipe.forwardAuth.trustedProxies, redirect: options.redirect },
       routes: recipe.routes,
+      ...(options.signInLimit === undefined ? {} : { rateLimit: { max: options.signInLimit, window: '1m' } }),
     },
   });
   t.teardown(() => h.close());
@@ -68,7 +82,12 @@ export async function startRecipe(
  */
 export async function recipeScenario(t: Test, start: (dir: string, addresses: Addresses) => Promise<FrontProxy>, options: RecipeOptions): Promise<void> {
   // Every token lives 3 s, so a test can wait for one to expire.
-  const { h, proxy, watch } = await startRecipe(t, start, { redirect: options.redirect, tokenTtl: 3 });
+  const { h, proxy, watch } = await startRecipe(t, start, {
+    redirect: options.redirect,
+    tokenTtl: 3,
+    signInLimit: SIGN_IN_LIMIT,
+    ...(options.trustProxy === undefined ? {} : { trustProxy: options.trustProxy }),
+  });
 
   const jar = new CookieJar();
   const seen: string[] = [];
@@ -145,6 +164,20 @@ export async function recipeScenario(t: Test, start: (dir: string, addresses: Ad
     const sent = h.upstream.received.slice(received);
     t.equal(sent.length, 20);
     t.ok(sent.every((request) => request.headers.authorization === `Bearer ${refreshed}` && request.active), 'every request carried the one new token');
+  });
+
+  t.test('a client claiming other addresses in X-Forwarded-For is still rate-limited as itself', async (t) => {
+    // Clients on 127.0.0.2 and 127.0.0.3: not the proxy's address (127.0.0.1,
+    // trusted), and not the address the rest of the scenario signs in from.
+    const login = async (from: string, claimed: string) => {
+      const answer = await httpSend(proxy.url, { path: '/login', localAddress: from, headers: { 'x-forwarded-for': claimed, 'x-real-ip': claimed } });
+      seen.push(`${answer.status} ${JSON.stringify(answer.headers)}\n${answer.body.toString('latin1')}`);
+      return answer.status;
+    };
+    for (let i = 1; i <= SIGN_IN_LIMIT; i++) t.equal(await login('127.0.0.2', `203.0.113.${i}`), 302, `sign-in ${i} of ${SIGN_IN_LIMIT}: on to the AS\n${proxy.log()}`);
+    t.equal(await login('127.0.0.2', '198.51.100.7'), 429, 'one more, claiming yet another address: 429, counted as the real client');
+    t.equal(await login('127.0.0.2', '127.0.0.3'), 429, "claiming another client's address does not help either");
+    t.equal(await login('127.0.0.3', '127.0.0.2'), 302, 'that other client is not limited, even when it claims the limited address');
   });
 
   t.test('no response the browser got holds a token', async (t) => {
