@@ -4,7 +4,8 @@ import type { Test } from 'tap';
 import { parse as parseYaml } from 'yaml';
 import { freePort, startHarness, type Harness } from '../helpers/harness.js';
 import { CookieJar } from '../helpers/cookie-jar.js';
-import { approveAtAuthorizationServer } from '../helpers/sign-in.js';
+import { approveAtAuthorizationServer, signIn } from '../helpers/sign-in.js';
+import { signOutAtAuthorizationServer } from '../lifecycle/logout-token.js';
 import { httpSend } from '../helpers/http-request.js';
 import { watchTokenEndpoint, type TokenEndpointWatch } from '../helpers/authorization-server-watch.js';
 import { waitUntilExpired } from '../helpers/refresh.js';
@@ -24,7 +25,7 @@ interface RecipeOptions {
 }
 
 /** `rateLimit.max` in the scenario: sign-ins a client address may start per minute. */
-const SIGN_IN_LIMIT = 4;
+const SIGN_IN_LIMIT = 5;
 
 /** A recipe running: the cast of the harness and the proxy in front of the gateway, on the publicUrl's port. */
 export interface RunningRecipe {
@@ -50,6 +51,8 @@ export async function startRecipe(
     trustProxy?: number | string[];
     /** `rateLimit.max`; default: the gateway's. */
     signInLimit?: number;
+    /** Register publicUrl's `/backchannel-logout` at the AS, which then POSTs logout tokens there, through the proxy. */
+    backchannelLogout?: boolean;
   },
 ): Promise<RunningRecipe> {
   const recipe = parseYaml(readFileSync(join(RECIPES, 'gatehouse.yaml'), 'utf8')) as {
@@ -59,6 +62,7 @@ export async function startRecipe(
   };
   const h = await startHarness({
     accessTokenTtl: options.tokenTtl,
+    backchannelLogout: options.backchannelLogout ?? false,
     ...(options.authorizationServerHost ? { authorizationServerHost: options.authorizationServerHost } : {}),
     config: {
       server: { port: await freePort(), trustProxy: options.trustProxy ?? recipe.server.trustProxy },
@@ -86,6 +90,7 @@ export async function recipeScenario(t: Test, start: (dir: string, addresses: Ad
     redirect: options.redirect,
     tokenTtl: 3,
     signInLimit: SIGN_IN_LIMIT,
+    backchannelLogout: true,
     ...(options.trustProxy === undefined ? {} : { trustProxy: options.trustProxy }),
   });
 
@@ -164,6 +169,22 @@ export async function recipeScenario(t: Test, start: (dir: string, addresses: Ad
     const sent = h.upstream.received.slice(received);
     t.equal(sent.length, 20);
     t.ok(sent.every((request) => request.headers.authorization === `Bearer ${refreshed}` && request.active), 'every request carried the one new token');
+  });
+
+  t.test('signing out at the authorization server: its logout token reaches gatehouse through the proxy', async (t) => {
+    const deliveries: string[] = [];
+    h.as.provider.on('backchannel.success', () => deliveries.push('ok'));
+    h.as.provider.on('backchannel.error', (_ctx: unknown, err: Error) => deliveries.push(`error: ${err.message}`));
+    const atAs = new CookieJar();
+    const dave = await signIn(proxy.url, { user: 'dave', authorizationServerJar: atAs });
+    const me = () => httpSend(proxy.url, { path: '/api/me', headers: { cookie: dave.cookie, accept: 'application/json' } });
+    t.equal((await me()).status, 200, 'signed in through the proxy');
+    await signOutAtAuthorizationServer(h.as, atAs);
+    t.strictSame(deliveries, ['ok'], `the AS POSTed to publicUrl's /backchannel-logout and gatehouse answered 200\n${proxy.log()}`);
+    const after = await me();
+    t.not(after.status, 200, "dave's gateway session has ended");
+    seen.push(`${after.status} ${JSON.stringify(after.headers)}\n${after.body.toString('latin1')}`);
+    t.equal((await browse('/api/me')).status, 200, "alice's session (another AS session) is untouched");
   });
 
   t.test('a client claiming other addresses in X-Forwarded-For is still rate-limited as itself', async (t) => {
