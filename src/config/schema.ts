@@ -216,6 +216,12 @@ export const ConfigSchema = Type.Object(
        * 429 with Retry-After. Event streams stop counting once their head is sent.
        */
       perUserConcurrency: Type.Integer({ minimum: 0, default: 64, errorMessage: 'must be a whole number of requests (0 = no limit)' }),
+      /**
+       * The largest WebSocket message, in bytes, either way: the relay holds a
+       * message whole, so a larger one closes its socket with 1009 instead of
+       * filling the gateway's memory. No "no limit".
+       */
+      websocketMessageBytes: Type.Integer({ minimum: 1, default: 16 * 1024 * 1024, errorMessage: 'must be a whole number of bytes (at least 1)' }),
     }),
     rateLimit: section({
       /** Requests one client address may make to the login path, and as many to the callback path, per `window`; 0 turns the limit off. */

@@ -3,6 +3,8 @@ import WebSocket from 'ws';
 /** Bytes sent towards one side and not yet written to its socket above which the other side stops being read. */
 const HIGH_WATER = 1024 * 1024;
 const LOW_WATER = 256 * 1024;
+/** RFC 6455 §7.4.1: a message too big to process. */
+const MESSAGE_TOO_BIG = 1009;
 
 /** What the relay counts for the access-log line of a closed socket. */
 export interface RelayCounters {
@@ -22,8 +24,18 @@ export function relay(browser: WebSocket, upstream: WebSocket, counters: RelayCo
   forward(upstream, browser, (bytes) => (counters.bytesOut += bytes));
   browser.once('close', (code, reason) => closeWith(upstream, code, reason));
   upstream.once('close', (code, reason) => closeWith(browser, code, reason));
-  browser.on('error', () => upstream.terminate());
-  upstream.on('error', () => browser.terminate());
+  browser.on('error', (err) => endAfterError(upstream, err));
+  upstream.on('error', (err) => endAfterError(browser, err));
+}
+
+/**
+ * One side failed. A message over `limits.websocketMessageBytes` is a failure
+ * ws has already answered on that side with 1009; the other side is closed
+ * with 1009 too, so the page learns why. Any other failure cuts it.
+ */
+function endAfterError(other: WebSocket, err: Error): void {
+  if ((err as NodeJS.ErrnoException).code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') closeWith(other, MESSAGE_TOO_BIG, Buffer.from('message too big'));
+  else other.terminate();
 }
 
 function forward(from: WebSocket, to: WebSocket, count: (bytes: number) => void): void {

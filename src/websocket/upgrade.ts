@@ -33,7 +33,10 @@ const HANDSHAKE_HEADERS = new Set(['sec-websocket-key', 'sec-websocket-version',
  */
 export function proxyWebSockets(server: Server, context: GatewayContext, sockets: OpenSockets, log: FastifyBaseLogger): void {
   const { routes, cookies, clock, site, clientAddressing: addressing } = context;
-  const browserSide = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: 0 });
+  // ws closes a socket whose peer sends a larger message with 1009 before holding it whole.
+  const maxPayload = context.config.limits.websocketMessageBytes;
+  const browserSide = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload });
+  const gatewayPaths = new Set(Object.values(context.config.paths));
 
   server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
     // A client that goes away mid-handshake must not take the process with it.
@@ -53,6 +56,8 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
     const query = url.indexOf('?');
     const path = query < 0 ? url : url.slice(0, query);
     if (isAmbiguousPath(path)) throw gatehouseError('GH_ERR_REQUEST_INVALID', { detail: 'the path holds a "." or ".." segment or a backslash' });
+    // The gateway's own paths come before every route, for an upgrade as for a request: a `/` route never gets them.
+    if (gatewayPaths.has(path)) throw gatehouseError('GH_ERR_REQUEST_INVALID', { detail: 'this path does not accept WebSocket upgrades' });
     const route = routes.match(path);
     if (route === undefined) throw gatehouseError('GH_ERR_ROUTE_NOT_FOUND');
     if (!route.websocket) throw gatehouseError('GH_ERR_REQUEST_INVALID', { detail: 'this path does not accept WebSocket upgrades' });
@@ -69,7 +74,7 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
       perMessageDeflate: false,
       followRedirects: false,
       handshakeTimeout: route.timeout * 1000,
-      maxPayload: 0,
+      maxPayload,
     });
     upstream.once('unexpected-response', (_request, response) => {
       response.resume();

@@ -46,7 +46,7 @@ t.test('every key not given takes the default of README "Configuration"', async 
     forwardAuth: { redirect: false, only: false },
     csrf: { allowedOrigins: [] },
     pages: { productName: 'gatehouse' },
-    limits: { perUserConcurrency: 64 },
+    limits: { perUserConcurrency: 64, websocketMessageBytes: 16 * 1024 * 1024 },
     rateLimit: { max: 60, window: 60 },
   });
   for (const key of ['authorizationEndpoint', 'tokenEndpoint', 'userinfoEndpoint', 'revocationEndpoint', 'endSessionEndpoint'] as const) {
@@ -82,4 +82,13 @@ t.test('server.idleTimeout and limits.perUserConcurrency are validated', async (
   const given = loadConfig({ provider: { issuer: 'https://idp.example.com', clientId: 'gatehouse', clientSecret: 's' }, server: { idleTimeout: '2m' }, limits: { perUserConcurrency: 0 } }, { GATEHOUSE_SESSION_KEY: KEY });
   t.equal(given.server.idleTimeout, 120);
   t.equal(given.limits.perUserConcurrency, 0, '0 turns the limit off');
+});
+
+t.test('limits.websocketMessageBytes: a whole number of bytes, at least 1 (there is no unbounded message)', async (t) => {
+  for (const value of [0, -1, 1.5, '16MiB']) {
+    const problems = problemsOf({ limits: { websocketMessageBytes: value } });
+    t.ok(problems.some((line) => line.startsWith('limits.websocketMessageBytes: must be a whole number of bytes')), `${value}: ${problems.join('\n')}`);
+  }
+  const given = loadConfig({ provider: { issuer: 'https://idp.example.com', clientId: 'gatehouse', clientSecret: 's' }, limits: { websocketMessageBytes: 65536 } }, { GATEHOUSE_SESSION_KEY: KEY });
+  t.equal(given.limits.websocketMessageBytes, 65536);
 });
