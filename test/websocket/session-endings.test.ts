@@ -9,6 +9,7 @@ import { redisMissing } from '../helpers/redis.js';
 import { CLIENT_ID } from '../helpers/harness.js';
 import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 import { jwtPayload, postLogoutToken, signedByAs } from '../lifecycle/logout-token.js';
+import { waitFor } from '../helpers/wait-for.js';
 
 /** SPEC §10: an open socket closes with 1008 within 5 s of its session ending (any kind, any replica); 1001 at shutdown; back-pressure. */
 
@@ -104,6 +105,27 @@ t.test('back-pressure: an upstream that reads nothing stops the gateway reading 
   // Had the gateway kept reading, the client's queue would have drained into the gateway's memory.
   t.ok(socket.bufferedAmount > 32 * 1024 * 1024, `${(socket.bufferedAmount / 1024 / 1024).toFixed(1)} MiB still queued at the browser`);
   t.ok(process.memoryUsage().rss - rssBefore < 200 * 1024 * 1024, 'memory stayed bounded');
+});
+
+t.test('back-pressure: a browser that reads nothing stops the gateway reading the upstream', async (t) => {
+  const { h, upstream } = await webSocketGateway(t);
+  const { cookie } = await signIn(h.url, { user: 'slow-reader' });
+  const socket = await open(h.url, cookie, h.url);
+  t.teardown(() => socket.terminate());
+  socket.pause();
+  const sender = upstream.sockets.at(-1)!;
+  const message = Buffer.alloc(1024 * 1024, 2);
+  const rssBefore = process.memoryUsage().rss;
+  for (let i = 0; i < 64; i += 1) sender.send(message);
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  // Had the gateway kept reading, the upstream's queue would have drained into the gateway's memory.
+  t.ok(sender.bufferedAmount > 32 * 1024 * 1024, `${(sender.bufferedAmount / 1024 / 1024).toFixed(1)} MiB still queued at the upstream`);
+  t.ok(process.memoryUsage().rss - rssBefore < 200 * 1024 * 1024, 'memory stayed bounded');
+  let received = 0;
+  socket.on('message', (data: Buffer) => (received += data.length));
+  socket.resume();
+  await waitFor('every message once the browser reads again', () => received === 64 * message.length);
+  t.equal(received, 64 * message.length, 'nothing was lost while paused');
 });
 
 t.test('across replicas on Redis: a logout on one replica closes the socket held by another', { skip: redisMissing }, async (t) => {
