@@ -6,9 +6,8 @@ import { revokeAtAuthorizationServer, shortLoginTokens, storedTokens, waitUntilE
 import { startWebSocketUpstream, type WebSocketUpstream } from '../helpers/websocket-upstream.js';
 import { startReplicas } from '../redis/replicas.js';
 import { redisMissing } from '../helpers/redis.js';
-import { CLIENT_ID } from '../helpers/harness.js';
-import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
-import { jwtPayload, postLogoutToken, signedByAs } from '../lifecycle/logout-token.js';
+import { CookieJar } from '../helpers/cookie-jar.js';
+import { signOutAtAuthorizationServer } from '../lifecycle/logout-token.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 /** SPEC §10: an open socket closes with 1008 within 5 s of its session ending (any kind, any replica); 1001 at shutdown; back-pressure. */
@@ -57,15 +56,19 @@ t.test('a refresh the AS rejects (on another request of the user) closes the soc
 
 t.test('a back-channel logout from the AS closes the socket with 1008', async (t) => {
   const { h } = await webSocketGateway(t, { backchannelLogout: true });
-  const watch = watchTokenEndpoint(h.as);
-  const { cookie } = await signIn(h.url, { user: 'backchannel' });
-  const sid = jwtPayload(watch.issued.at(-1)!.idToken!).sid as string;
+  const deliveries: string[] = [];
+  h.as.provider.on('backchannel.success', () => deliveries.push('ok'));
+  h.as.provider.on('backchannel.error', (_ctx: unknown, err: Error) => deliveries.push(`error: ${err.message}`));
+  const atAs = new CookieJar();
+  const { cookie } = await signIn(h.url, { user: 'backchannel', authorizationServerJar: atAs });
   const socket = await open(h.url, cookie, h.url);
   const closed = closing(socket);
-  const answer = await postLogoutToken(h.url, await signedByAs(h.as, CLIENT_ID, { sub: 'backchannel', sid }));
-  t.equal(answer.status, 200);
-  const { code, afterMs } = await closed;
+  // The user signs out at the AS itself, which POSTs its own signed logout token to the gateway.
+  await signOutAtAuthorizationServer(h.as, atAs);
+  t.strictSame(deliveries, ['ok'], 'the AS delivered one logout token and the gateway answered 200');
+  const { code, reason, afterMs } = await closed;
   t.equal(code, 1008);
+  t.equal(reason, 'session ended');
   t.ok(afterMs < WITHIN_MS, `closed after ${afterMs} ms`);
 });
 
