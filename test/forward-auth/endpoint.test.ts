@@ -129,6 +129,29 @@ t.test('20 concurrent forward-auth requests across an expiry: one refresh; the A
   t.equal((await ask(h, '/api/me', { cookie: bob.cookie })).status, 200, 'the session was kept: fine once the AS is back');
 });
 
+t.test('allow decides on the claims of the last refresh: a group taken away at the AS refuses the user once the token is refreshed', async (t) => {
+  const claims: Record<string, Record<string, unknown>> = { carol: { groups: ['admins'] } };
+  const h = await startHarness({
+    accessTokenTtl: shortLoginTokens(2),
+    extraClaims: claims,
+    config: {
+      forwardAuth: FORWARD_AUTH,
+      routes: [{ path: '/', upstream: 'http://127.0.0.1:9', auth: 'required', allow: { claims: { groups: ['admins'] } } }],
+    },
+  });
+  t.teardown(() => h.close());
+  const watch = watchTokenEndpoint(h.as);
+  const { cookie } = await signIn(h.url, { user: 'carol' });
+  t.equal((await ask(h, '/admin/users', { cookie })).status, 200, 'an admin at sign-in passes');
+
+  claims.carol = { groups: ['staff'] };
+  await waitUntilExpired(h, watch.issued.at(-1)!.accessToken!);
+  const after = await ask(h, '/admin/users', { cookie });
+  t.equal(h.as.grants.refreshToken, 1, 'the stale token was refreshed');
+  t.equal(after.status, 403, 'the refreshed ID token no longer holds the group: 403, not the claims of the sign-in');
+  holdsNoToken(t, after, [watch.issued.at(-1)!.accessToken]);
+});
+
 t.test('the route table applies to the original path', async (t) => {
   const h = await startHarness({
     config: {
