@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, createSecretKey, randomBytes, timingSafeEqual, type KeyObject } from 'node:crypto';
 
 const VERSION = 'v1';
 const KEY_ID_BYTES = 4;
@@ -7,7 +7,8 @@ const TAG_BYTES = 16;
 
 interface SealKey {
   id: Buffer;
-  secret: Buffer;
+  /** Imported once: a raw key given to every cipher would be imported again each time (a cold session read unseals one record). */
+  secret: KeyObject;
 }
 
 /**
@@ -22,7 +23,7 @@ export class Sealer {
   constructor(base64Keys: readonly string[]) {
     this.#keys = base64Keys.map((key) => {
       const secret = Buffer.from(key, 'base64');
-      return { id: createHash('sha256').update(secret).digest().subarray(0, KEY_ID_BYTES), secret };
+      return { id: createHash('sha256').update(secret).digest().subarray(0, KEY_ID_BYTES), secret: createSecretKey(secret) };
     });
   }
 

@@ -27,32 +27,23 @@ export async function openSqlite(path: string): Promise<Backend> {
   const keyv = new Keyv({ store: adapter, namespace: NAMESPACE, throwOnErrors: true });
   const expires = "json_extract(value, '$.expires')";
   // keyv stores `{"value": ..., "expires": ms | null}` as JSON: the session's user id names the token record's key.
-  // A second connection holds this one statement prepared: a cold request then costs one thread-pool
-  // round trip, not a prepare, a step and a finalize (BENCHMARKS.md "Cold session"). WAL shows it every committed write.
-  const reader = await openDatabase(path);
-  const readBoth = reader.prepare(
-    "SELECT s.value AS session, t.value AS tokens FROM gatehouse s LEFT JOIN gatehouse t ON t.key = ? || json_extract(s.value, '$.value.userId') WHERE s.key = ?",
-  );
   const tokensPrefix = `${NAMESPACE}:${KEY_PREFIX.tokens}`;
-  const live = async (raw: string | null | undefined): Promise<unknown> => {
+  // A second connection holds this one statement prepared: a cold request costs one lookup, not a prepare,
+  // a step and a finalize (BENCHMARKS.md "Cold session"). WAL shows it every committed write.
+  const reader = await openReader(path, READ_BOTH);
+  const deserialize = keyv.deserialize ?? JSON.parse;
+  const live = (raw: string | null | undefined): unknown => {
     if (typeof raw !== 'string') return undefined;
-    const data = (await keyv.deserializeData(raw)) as { value?: unknown; expires?: number | null } | undefined;
+    const data = deserialize(raw) as { value?: unknown; expires?: number | null } | undefined;
     return data && !(typeof data.expires === 'number' && Date.now() > data.expires) ? data.value : undefined;
   };
   return {
     keyv,
     readSession: async (sessionKey) => {
-      const row = await new Promise<{ session: string; tokens: string | null } | undefined>((resolve, reject) => {
-        readBoth.get(tokensPrefix, `${NAMESPACE}:${sessionKey}`, (error: Error | null, found?: { session: string; tokens: string | null }) =>
-          error ? reject(error) : resolve(found),
-        );
-      });
-      return { session: await live(row?.session), tokens: await live(row?.tokens) };
+      const row = await reader.get(tokensPrefix, `${NAMESPACE}:${sessionKey}`);
+      return { session: live(row?.session), tokens: live(row?.tokens) };
     },
-    close: async () => {
-      await new Promise<void>((resolve) => readBoth.finalize(() => resolve()));
-      await new Promise<void>((resolve, reject) => reader.close((error) => (error ? reject(error) : resolve())));
-    },
+    close: () => reader.close(),
     shared: false,
     count: async (prefix) => {
       const rows = (await adapter.query(
@@ -68,12 +59,54 @@ export async function openSqlite(path: string): Promise<Backend> {
   };
 }
 
-function openDatabase(path: string): Promise<sqlite3.Database> {
-  return new Promise((resolve, reject) => {
-    const database = new sqlite3.Database(path, sqlite3.OPEN_READWRITE, (error) => {
+/** keyv stores `{"value": ..., "expires": ms | null}` as JSON: the session's user id names the token record's key. */
+const READ_BOTH =
+  "SELECT s.value AS session, t.value AS tokens FROM gatehouse s LEFT JOIN gatehouse t ON t.key = ? || json_extract(s.value, '$.value.userId') WHERE s.key = ?";
+
+interface Row {
+  session: string;
+  tokens: string | null;
+}
+
+/** One prepared statement on its own connection. */
+interface Reader {
+  get(tokensPrefix: string, sessionKey: string): Promise<Row | undefined>;
+  close(): Promise<void>;
+}
+
+/**
+ * Node 24's built-in SQLite when it has it without a warning: a primary-key
+ * lookup in the page cache takes microseconds, less than handing it to the
+ * thread pool and back as sqlite3 does (BENCHMARKS.md "Cold session").
+ * Elsewhere (Node 22, where node:sqlite warns that it is experimental) the
+ * statement runs on a sqlite3 connection.
+ */
+async function openReader(path: string, sql: string): Promise<Reader> {
+  const builtin = Number(process.versions.node.split('.')[0]) >= 24 ? process.getBuiltinModule('node:sqlite') : undefined;
+  if (builtin !== undefined) {
+    const database = new builtin.DatabaseSync(path, { readOnly: true, timeout: 5000 });
+    const statement = database.prepare(sql);
+    return {
+      get: async (tokensPrefix, sessionKey) => statement.get(tokensPrefix, sessionKey) as Row | undefined,
+      close: async () => database.close(),
+    };
+  }
+  const database = await new Promise<sqlite3.Database>((resolve, reject) => {
+    const opened = new sqlite3.Database(path, sqlite3.OPEN_READWRITE, (error) => {
       if (error) return reject(error);
-      database.configure('busyTimeout', 5000);
-      resolve(database);
+      opened.configure('busyTimeout', 5000);
+      resolve(opened);
     });
   });
+  const statement = database.prepare(sql);
+  return {
+    get: (tokensPrefix, sessionKey) =>
+      new Promise((resolve, reject) => {
+        statement.get(tokensPrefix, sessionKey, (error: Error | null, found?: Row) => (error ? reject(error) : resolve(found)));
+      }),
+    close: async () => {
+      await new Promise<void>((resolve) => statement.finalize(() => resolve()));
+      await new Promise<void>((resolve, reject) => database.close((error) => (error ? reject(error) : resolve())));
+    },
+  };
 }
