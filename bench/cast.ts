@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -47,6 +47,8 @@ export interface GatewayOptions {
   refreshSkew?: number;
   /** LOG_LEVEL (default warn). */
   logLevel?: 'warn' | 'info';
+  /** Where the gateway's stdout (its log) goes: `gateway.log` in its directory (default), or a pipe the driver reads (`Gateway.logLines`). */
+  logTo?: 'file' | 'pipe';
   /** Extra node flags, e.g. --cpu-prof. */
   nodeFlags?: string[];
   /** Entry point of the build to run (default CLI). */
@@ -72,6 +74,8 @@ export interface Gateway {
   /** The admin listener (GET /metrics). */
   adminUrl: string;
   dir: string;
+  /** What it has logged so far (the file, or what the pipe delivered). */
+  logText(): string;
   stop(): Promise<void>;
 }
 
@@ -122,14 +126,23 @@ export async function startCast(options: { pinned: boolean }): Promise<Cast> {
       core,
       env,
       cwd: gatewayDir,
-      stdout: join(gatewayDir, 'gateway.log'),
+      stdout: gateway.logTo === 'pipe' ? 'pipe' : join(gatewayDir, 'gateway.log'),
       nodeFlags: gateway.nodeFlags,
     });
+    // A log shipper's end of the pipe: it reads every line as it comes.
+    let piped = '';
+    if (gateway.logTo === 'pipe') {
+      child.process.stdout!.setEncoding('utf8');
+      child.process.stdout!.on('data', (chunk: string) => {
+        piped += chunk;
+      });
+    }
     const started: Gateway = {
       child,
       url: publicUrl,
       adminUrl: `http://127.0.0.1:${adminPort}`,
       dir: gatewayDir,
+      logText: () => (gateway.logTo === 'pipe' ? piped : readFileSync(join(gatewayDir, 'gateway.log'), 'utf8')),
       async stop() {
         await child.stop();
         if (running === started) running = undefined;

@@ -25,11 +25,34 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
         userId: userHash,
       },
     },
-    // Asynchronous: lines written while a write is under way go out together in
-    // the next one (one access-log line per request would otherwise cost a
-    // write system call each). pino flushes what is pending when the process exits.
-    destination ?? pino.destination({ dest: 1, sync: false }),
+    destination ?? bufferedStdout(),
   );
+}
+
+/** How long a line may wait in the stdout buffer when fewer than BUFFER_BYTES follow it. */
+const FLUSH_INTERVAL_MS = 100;
+const BUFFER_BYTES = 8 * 1024;
+
+/**
+ * Standard output, written asynchronously in blocks of BUFFER_BYTES and at
+ * least every FLUSH_INTERVAL_MS: one access-log line per request would
+ * otherwise cost a write system call (a thread-pool round trip) each
+ * (BENCHMARKS.md "Access log"). pino writes what is pending when the process exits.
+ */
+function bufferedStdout(): DestinationStream {
+  const stdout = pino.destination({ dest: 1, sync: false, minLength: BUFFER_BYTES });
+  let pending = false;
+  setInterval(() => {
+    if (!pending) return;
+    pending = false;
+    stdout.flush();
+  }, FLUSH_INTERVAL_MS).unref();
+  return {
+    write(line: string) {
+      pending = true;
+      stdout.write(line);
+    },
+  };
 }
 
 function serializeRequest(request: FastifyRequest): Record<string, unknown> {
