@@ -8,8 +8,9 @@ import { expectStatus } from '../users.js';
 /**
  * Streaming through the gateway beside the bare proxy: 1 MiB responses at 10
  * connections, one large download and one large upload (1 GiB and 256 MiB in
- * the full run), A B A B. Targets: MiB/s ≥ 1.0 × the bare proxy, and the
- * gateway's RSS may grow by less than 64 MiB over the whole scenario.
+ * the full run), A B A B. Targets: MiB/s ≥ 2.5 × the bare proxy for 1 MiB
+ * responses (issue #17), ≥ 1.0 × for the large transfers, and the gateway's
+ * RSS may grow by less than 64 MiB over the whole scenario.
  */
 export const streaming: Scenario = async ({ mode, cast, progress }) => {
   const gateway = await cast.startGateway({ name: 'streaming' });
@@ -25,7 +26,8 @@ export const streaming: Scenario = async ({ mode, cast, progress }) => {
     progress('streaming: 1 MiB responses, 10 connections');
     const pair = await comparePair(mode, `/large?bytes=${MIB}`, { connections: 10, headers: { cookie } }, baseline, gatehouse);
     const name = 'streaming';
-    const rows: Row[] = [throughputRow(`${name}: 1 MiB responses, 10 conns`, pair.baseline.bytesPerSecond, pair.gatehouse.bytesPerSecond)];
+    // Issue #17's target: Apache + mod_auth_openidc's figure in the issue's run, 2.5 × that run's bare proxy.
+    const rows: Row[] = [throughputRow(`${name}: 1 MiB responses, 10 conns`, pair.baseline.bytesPerSecond, pair.gatehouse.bytesPerSecond, 2.5)];
     rows.push(cpuRow(`${name}: 1 MiB responses, 10 conns`, { baseline: pair.baseline.cpuPerRequestUs, gatehouse: pair.gatehouse.cpuPerRequestUs }));
     rows.push({
       scenario: `${name}: 1 MiB responses, 10 conns`,
@@ -108,14 +110,14 @@ function cpuRow(scenario: string, cpu: { baseline: number; gatehouse: number }):
   };
 }
 
-function throughputRow(scenario: string, baseline: number, gatehouse: number): Row {
+function throughputRow(scenario: string, baseline: number, gatehouse: number, target = 1): Row {
   return {
     scenario,
     metric: 'MiB/s',
     baseline: fixed(baseline / MIB, 1),
     gatehouse: fixed(gatehouse / MIB, 1),
     ratio: ratio(gatehouse / baseline),
-    target: '≥ 1.00 ×',
-    met: gatehouse >= baseline,
+    target: `≥ ${fixed(target, 2)} ×`,
+    met: gatehouse >= baseline * target,
   };
 }
