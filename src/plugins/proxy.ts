@@ -9,7 +9,7 @@ import { gatehouseError } from '../errors.js';
 import { requestCheck } from '../http/csrf.js';
 import { endToEndHeaders } from '../http/hop-by-hop.js';
 import { isNavigation } from '../http/request-kind.js';
-import { resolveCached, resolveSession, type ResolvedSession } from '../session/resolve.js';
+import { resolveCached, resolveStored, type ResolvedSession } from '../session/resolve.js';
 import { sendError, signInLink } from './errors.js';
 import { causeCode } from '../oauth/provider.js';
 import type { TokenRecord } from '../session/store.js';
@@ -133,8 +133,9 @@ export const proxyPlugin = fp(
       const { route } = exchange;
       if (route.auth !== 'public') {
         const now = clock.now();
-        const resolved = dpop ? undefined : resolveCached(fastify.gatehouse, request.cookies[cookies.sessionName], now);
-        if (resolved == null || !refresher.isFresh(resolved.tokens, now)) {
+        const resolved = resolveCached(fastify.gatehouse, request.cookies[cookies.sessionName], now);
+        // A DPoP proof is signed asynchronously: such a request always takes the async path.
+        if (resolved == null || dpop || !refresher.isFresh(resolved.tokens, now)) {
           authenticateUser(request, reply, exchange, resolved, now).then((answered) => {
             if (answered === undefined) exchange.startedAt = process.hrtime.bigint();
             done();
@@ -191,7 +192,7 @@ export const proxyPlugin = fp(
       const required = route.auth === 'required';
       const crossSite = isCrossSite(request);
       if (required && crossSite) throw gatehouseError('GH_ERR_CSRF_REJECTED');
-      const resolved = cached === undefined ? await resolveSession(request, now) : cached;
+      const resolved = cached === undefined ? await resolveStored(fastify.gatehouse, request.cookies[cookies.sessionName]!, request.log, now) : cached;
       if (!resolved) {
         if (required) return unauthenticated(request, reply, route);
         if (request.cookies[cookies.sessionName] !== undefined) cookies.clearSession(reply);

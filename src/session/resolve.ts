@@ -64,9 +64,16 @@ export async function resolveSessionId(
   now = context.clock.now(),
 ): Promise<ResolvedSession | null> {
   const cached = resolveCached(context, sessionId, now);
-  if (cached !== undefined) return cached;
+  return cached === undefined ? resolveStored(context, sessionId!, log, now) : cached;
+}
+
+/**
+ * The part of {@link resolveSessionId} that reads or writes the store: for a
+ * session id that {@link resolveCached} could not decide (never undefined then).
+ */
+export async function resolveStored(context: GatewayContext, sessionId: string, log: FastifyBaseLogger, now: number): Promise<ResolvedSession | null> {
   const { store, config } = context;
-  const hash = hashSessionId(sessionId!);
+  const hash = hashSessionId(sessionId);
   let session = await store.getSession(hash, now);
   if (!session) return null;
   const idleMs = config.session.idleTimeout * 1000;
