@@ -8,7 +8,7 @@ import { endToEndHeaders } from '../http/hop-by-hop.js';
 import type { GatewayContext } from '../plugins/gateway-context.js';
 import { resolveSessionId, type ResolvedSession } from '../session/resolve.js';
 import { admitFresh, type Admission } from '../routing/route-access.js';
-import { isAmbiguousPath, upstreamPath, type Route } from '../routing/route-table.js';
+import { isAmbiguousPath, isUnder, upstreamPath, type Route } from '../routing/route-table.js';
 import { relay } from './relay.js';
 import type { OpenSockets } from './open-sockets.js';
 
@@ -37,6 +37,8 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
   const maxPayload = context.config.limits.websocketMessageBytes;
   const browserSide = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload });
   const gatewayPaths = new Set(Object.values(context.config.paths));
+  // Envoy's ext_authz asks at the forward-auth path + the original path: that whole subtree is the gateway's.
+  const forwardAuthPath = context.config.paths.forwardAuth;
 
   server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
     // A client that goes away mid-handshake must not take the process with it.
@@ -57,7 +59,7 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
     const path = query < 0 ? url : url.slice(0, query);
     if (isAmbiguousPath(path)) throw gatehouseError('GH_ERR_REQUEST_INVALID', { detail: 'the path holds a "." or ".." segment or a backslash' });
     // The gateway's own paths come before every route, for an upgrade as for a request: a `/` route never gets them.
-    if (gatewayPaths.has(path)) throw gatehouseError('GH_ERR_REQUEST_INVALID', { detail: 'this path does not accept WebSocket upgrades' });
+    if (gatewayPaths.has(path) || isUnder(path, forwardAuthPath)) throw gatehouseError('GH_ERR_REQUEST_INVALID', { detail: 'this path does not accept WebSocket upgrades' });
     const route = routes.match(path);
     if (route === undefined) throw gatehouseError('GH_ERR_ROUTE_NOT_FOUND');
     if (!route.websocket) throw gatehouseError('GH_ERR_REQUEST_INVALID', { detail: 'this path does not accept WebSocket upgrades' });

@@ -42,7 +42,7 @@ t.test('an upgrade on any of the configured paths.* is refused (400) under a web
     });
 
   const before = upstream.handshakes.length;
-  for (const path of ['/login', '/callback', '/logout', '/auth/session', '/signed-out', '/backchannel-logout', '/forward-auth', '/logout?everywhere=1']) {
+  for (const path of ['/login', '/callback', '/logout', '/auth/session', '/signed-out', '/backchannel-logout', '/forward-auth', '/forward-auth/api/x', '/logout?everywhere=1']) {
     t.equal(await status(path), 400, `${path}: refused`);
   }
   t.equal(upstream.handshakes.length, before, 'no refused upgrade reached the upstream');
