@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
-import { loadConfigFile, renderConfig } from './config/load.js';
+import { loadConfigFile } from './config/load.js';
+import { renderConfig } from './config/render.js';
 import { configWarnings } from './config/checks.js';
 import { ConfigError } from './errors.js';
 import { createLogger } from './logger.js';

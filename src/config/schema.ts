@@ -32,6 +32,18 @@ const port = (defaultValue: number) =>
 /** What `server.trustProxy` may be, as an operator reads it after the key. */
 export const TRUST_PROXY_FORMS = 'must be false, a hop count such as 1, or a list of the proxies\' addresses/CIDRs such as [10.0.0.0/8]';
 
+/** Logo types a browser shows from a data: URL, by file extension. */
+export const LOGO_TYPES: Readonly<Record<string, string>> = {
+  '.png': 'image/png',
+  '.svg': 'image/svg+xml',
+  '.jpg': 'image/jpeg',
+  '.jpeg': 'image/jpeg',
+  '.gif': 'image/gif',
+  '.webp': 'image/webp',
+};
+/** A logo is inlined into every page: keep pages small. */
+export const LOGO_MAX_BYTES = 64 * 1024;
+
 const section = <T extends Parameters<typeof Type.Object>[0]>(properties: T) =>
   Type.Object(properties, { additionalProperties: false, default: {}, errorMessage: 'must be a mapping of keys' });
 
@@ -238,3 +250,12 @@ export type RouteConfig = StaticDecode<typeof RouteSchema>;
 
 /** Paths of secret values, shown as `[redacted]` by `gatehouse check`. */
 export const SECRET_KEYS = ['provider.clientSecret', 'provider.privateKey', 'session.encryptionKeys'] as const;
+
+/**
+ * Whether cookies carry the Secure attribute, resolving `session.cookieSecure: auto` from publicUrl.
+ * @example cookieIsSecure(config) // true for publicUrl https://app.example.com
+ */
+export function cookieIsSecure(config: Config): boolean {
+  const setting = config.session.cookieSecure;
+  return setting === 'auto' ? config.server.publicUrl.startsWith('https:') : setting;
+}

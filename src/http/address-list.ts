@@ -1,4 +1,5 @@
 import { BlockList, isIP } from 'node:net';
+import { parseAddressEntry } from '../config/addresses.js';
 
 /** An IPv4 address as Node reports it on a dual-stack socket (RFC 4291 §2.5.5.2). */
 const V4_MAPPED = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i;
@@ -12,10 +13,10 @@ const V4_MAPPED = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i;
 export class AddressList {
   readonly #list = new BlockList();
 
-  /** @throws Error on an entry that is not an address or a CIDR (check it first with {@link invalidAddressEntries}). */
+  /** @throws Error on an entry that is not an address or a CIDR (config validation checks it first: src/config/addresses.ts). */
   constructor(entries: readonly string[]) {
     for (const entry of entries) {
-      const parsed = parseEntry(entry);
+      const parsed = parseAddressEntry(entry);
       if (parsed === undefined) throw new Error(`not an address or CIDR: ${entry}`);
       if (parsed.prefix === undefined) this.#list.addAddress(parsed.address, parsed.family);
       else this.#list.addSubnet(parsed.address, parsed.prefix, parsed.family);
@@ -29,22 +30,4 @@ export class AddressList {
     const family = isIP(address);
     return family !== 0 && this.#list.check(address, family === 4 ? 'ipv4' : 'ipv6');
   }
-}
-
-/** Indexes of the entries that are neither an address nor a CIDR, for `key[i]: ...` config problems. */
-export function invalidAddressEntries(entries: readonly string[]): number[] {
-  return entries.flatMap((entry, index) => (parseEntry(entry) === undefined ? [index] : []));
-}
-
-function parseEntry(entry: string): { address: string; family: 'ipv4' | 'ipv6'; prefix?: number } | undefined {
-  const slash = entry.indexOf('/');
-  const address = slash < 0 ? entry : entry.slice(0, slash);
-  const version = isIP(address);
-  if (version === 0) return undefined;
-  const family = version === 4 ? 'ipv4' : 'ipv6';
-  if (slash < 0) return { address, family };
-  const bits = entry.slice(slash + 1);
-  const prefix = Number(bits);
-  if (!/^\d{1,3}$/.test(bits) || prefix > (version === 4 ? 32 : 128)) return undefined;
-  return { address, family, prefix };
 }

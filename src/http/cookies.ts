@@ -1,7 +1,6 @@
 import type { CookieSerializeOptions } from '@fastify/cookie';
 import type { FastifyReply } from 'fastify';
-import type { Config } from '../config/schema.js';
-import { cookieIsSecure } from '../config/checks.js';
+import { cookieIsSecure, type Config } from '../config/schema.js';
 import { PENDING_LOGIN_TTL_MS } from '../oauth/pending-login.js';
 
 /** How long after a sign-in a browser without the session cookie is taken to have refused it. */

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { extname, join } from 'node:path';
+import { LOGO_TYPES } from '../config/schema.js';
 
 /**
  * The pages the gateway renders itself (README "Pages"): sign-in required,
@@ -46,18 +47,6 @@ const ENTITIES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;
 export function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (char) => ENTITIES[char]!);
 }
-
-/** Logo types a browser shows from a data: URL, by file extension. */
-export const LOGO_TYPES: Readonly<Record<string, string>> = {
-  '.png': 'image/png',
-  '.svg': 'image/svg+xml',
-  '.jpg': 'image/jpeg',
-  '.jpeg': 'image/jpeg',
-  '.gif': 'image/gif',
-  '.webp': 'image/webp',
-};
-/** A logo is inlined into every page: keep pages small. */
-export const LOGO_MAX_BYTES = 64 * 1024;
 
 /** The built-in template: readable at 200% zoom, high contrast, dark-mode aware, landmarks and one h1. */
 export const DEFAULT_TEMPLATE = `<!doctype html>

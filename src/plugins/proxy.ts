@@ -13,7 +13,8 @@ import { resolveCached, resolveStored, type ResolvedSession } from '../session/r
 import { sendError, signInLink } from './errors.js';
 import { causeCode } from '../oauth/provider.js';
 import type { TokenRecord } from '../session/store.js';
-import { isAmbiguousPath, upstreamPath, type Route } from '../routing/route-table.js';
+import { upstreamPath, type Route } from '../routing/route-table.js';
+import { isAmbiguousPath } from '../config/route-paths.js';
 import { admit, admitFresh, type Admission } from '../routing/route-access.js';
 
 /** What the proxy keeps of one request while it is under way: one object per proxied request. */

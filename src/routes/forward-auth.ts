@@ -6,7 +6,8 @@ import { originalRequest } from '../http/original-request.js';
 import { safeReturnTo } from '../oauth/return-to.js';
 import { resolveSession } from '../session/resolve.js';
 import { admitFresh, type Admission } from '../routing/route-access.js';
-import { isAmbiguousPath, type Route } from '../routing/route-table.js';
+import type { Route } from '../routing/route-table.js';
+import { isAmbiguousPath } from '../config/route-paths.js';
 
 /** Methods a forward-auth request may come with: proxies ask with GET, or with the original method (nginx, Envoy). */
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];

@@ -1,5 +1,6 @@
 import type { Config, RouteConfig } from '../config/schema.js';
 import { compileAllow, type Allow } from './allow.js';
+import { isUnder, normalRoutePath } from '../config/route-paths.js';
 
 export type RouteAuth = 'required' | 'optional' | 'public';
 
@@ -89,17 +90,6 @@ function compileRoute(entry: RouteConfig, label: string | undefined): Route {
   };
 }
 
-/** `/assets/` and `/assets` are one route: a prefix on segment boundaries. */
-export function normalRoutePath(path: string): string {
-  return path.length > 1 ? path.replace(/\/+$/, '') || '/' : path;
-}
-
-/** Whether `path` is `prefix` or lies under it on a segment boundary (`/api` covers `/api/x`, never `/apix`). */
-export function isUnder(path: string, prefix: string): boolean {
-  if (prefix === '/') return true;
-  return path.startsWith(prefix) && (path.length === prefix.length || path.charCodeAt(prefix.length) === 47 /* / */);
-}
-
 /**
  * The path and query sent upstream for a request path (and query) under
  * `route`: the route's prefix removed when it strips it, the upstream's base
@@ -113,15 +103,4 @@ export function upstreamPath(route: Route, url: string): string {
     if (rest === '' || rest[0] === '?') rest = `/${rest}`;
   }
   return route.basePath === '' ? rest : `${route.basePath}${rest}`;
-}
-
-const DOT_SEGMENT = /(?:^|\/)(?:\.|%2e){1,2}(?:\/|$)/i;
-
-/**
- * Whether a request path holds a `.` or `..` segment, raw or percent-encoded,
- * or a backslash: such a path could match one route here and mean another
- * path at the upstream (`/assets/../admin`), so it is refused, never matched.
- */
-export function isAmbiguousPath(path: string): boolean {
-  return DOT_SEGMENT.test(path) || path.includes('\\') || /%5c/i.test(path);
 }

@@ -8,7 +8,8 @@ import { endToEndHeaders } from '../http/hop-by-hop.js';
 import type { GatewayContext } from '../plugins/gateway-context.js';
 import { resolveSessionId, type ResolvedSession } from '../session/resolve.js';
 import { admitFresh, type Admission } from '../routing/route-access.js';
-import { isAmbiguousPath, isUnder, upstreamPath, type Route } from '../routing/route-table.js';
+import { upstreamPath, type Route } from '../routing/route-table.js';
+import { isAmbiguousPath, isUnder } from '../config/route-paths.js';
 import { relay } from './relay.js';
 import type { OpenSockets } from './open-sockets.js';
 

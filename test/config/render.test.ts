@@ -1,7 +1,8 @@
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
 import { parse as parseYaml } from 'yaml';
-import { loadConfig, renderConfig } from '../../src/config/load.js';
+import { loadConfig } from '../../src/config/load.js';
+import { renderConfig } from '../../src/config/render.js';
 import { KEY, withKeys } from './config-helpers.js';
 
 /** README "Run it": `check` prints the effective config as YAML with every secret shown as `[redacted]`. */

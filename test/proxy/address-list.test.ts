@@ -1,5 +1,6 @@
 import t from 'tap';
-import { AddressList, invalidAddressEntries } from '../../src/http/address-list.js';
+import { AddressList } from '../../src/http/address-list.js';
+import { invalidAddressEntries } from '../../src/config/addresses.js';
 
 /** The matching behind `server.trustProxy` and `forwardAuth.trustedProxies` (src/http/address-list.ts). */
 t.test('addresses and CIDRs of both families; IPv4 seen on a dual-stack socket matches as IPv4', async (t) => {

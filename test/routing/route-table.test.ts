@@ -1,6 +1,7 @@
 import t from 'tap';
 import { loadConfig } from '../../src/config/load.js';
-import { compileRoutes, isAmbiguousPath, upstreamPath } from '../../src/routing/route-table.js';
+import { compileRoutes, upstreamPath } from '../../src/routing/route-table.js';
+import { isAmbiguousPath } from '../../src/config/route-paths.js';
 import { compileAllow, isAllowed } from '../../src/routing/allow.js';
 import { identityHeaders } from '../../src/routing/identity-headers.js';
 import { withKeys } from '../config/config-helpers.js';

@@ -1,12 +1,12 @@
 import type { Backend } from './backend.js';
 import type { RedisLockOptions } from './redis.js';
-import { isRedisUrl } from './redis-url.js';
+import { isRedisUrl } from '../../config/store-url.js';
 import { NAMESPACE } from '../keys.js';
 
 /**
  * Opens the backend named by `session.store`: `memory://`,
  * `sqlite://PATH` (relative to `cwd`; `sqlite:///abs` is absolute), or
- * `redis://` / `rediss://` (or Sentinel, Cluster: ./redis-url.ts) shared by several replicas, its keys and channel
+ * `redis://` / `rediss://` (or Sentinel, Cluster: src/config/store-url.ts) shared by several replicas, its keys and channel
  * under `redisPrefix` so that several gateways can share one Redis. Only the
  * chosen backend's client is loaded: a gateway on SQLite never holds the
  * Redis client in memory, nor one on Redis the SQLite driver (BENCHMARKS.md "Memory").

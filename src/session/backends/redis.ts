@@ -6,7 +6,7 @@ import type { RedisClientType } from '@redis/client';
 import { LockBusyError, LockLostError, lockFence, readSessionTwice, type Backend, type LockRelease } from './backend.js';
 import { RedisInvalidation, type Subscriber } from './redis-invalidation.js';
 import { KEY_PREFIX } from '../keys.js';
-import { parseRedisUrl, type RedisTarget } from './redis-url.js';
+import { parseRedisUrl, type RedisTarget } from '../../config/store-url.js';
 
 /** A command that gets no answer within this long fails (a hung Redis must not hang requests). */
 const COMMAND_TIMEOUT_MS = 2000;
@@ -122,7 +122,7 @@ export interface RedisLockOptions {
 }
 
 /**
- * The client for a store URL (./redis-url.ts): one server, a Sentinel-managed
+ * The client for a store URL (src/config/store-url.ts): one server, a Sentinel-managed
  * master, or a Cluster; and the connection the invalidation subscribes on.
  * Sentinel and Cluster clients expose the same commands as a single
  * client (node-redis routes each to the master, or to the slot's master),

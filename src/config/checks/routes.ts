@@ -1,0 +1,81 @@
+import { isAmbiguousPath, isUnder, normalRoutePath } from '../route-paths.js';
+import { parseUrl, PATH_PATTERN, type Rule } from './rule.js';
+
+/** Headers the gateway sets itself on every upstream request (or that frame the message): never an identity header. */
+const RESERVED_HEADERS = new Set([
+  'authorization',
+  'cookie',
+  'host',
+  'dpop',
+  'x-request-id',
+  'x-forwarded-for',
+  'x-forwarded-host',
+  'x-forwarded-proto',
+  'forwarded',
+  'connection',
+  'content-length',
+  'transfer-encoding',
+  'te',
+  'trailer',
+  'upgrade',
+  'keep-alive',
+  'proxy-authorization',
+]);
+
+/** `upstream` and `routes`: where requests go, who may pass, which headers they carry. */
+export const ROUTE_RULES: readonly Rule[] = [
+  {
+    reads: [],
+    check({ upstream, routes }) {
+      if (routes !== undefined) return [];
+      const url = parseUrl(upstream);
+      return url && ['http:', 'https:'].includes(url.protocol) ? [] : ['upstream: must be an absolute http(s) URL such as http://127.0.0.1:3000'];
+    },
+  },
+  {
+    reads: [],
+    check({ routes = [] }) {
+      return routes.flatMap((route, index) => {
+        const problems: string[] = [];
+        const key = `routes[${index}]`;
+        if (!PATH_PATTERN.test(route.path) || route.path.includes('//') || isAmbiguousPath(route.path)) {
+          problems.push(`${key}.path: must be an absolute path such as /api/orders (no //, . or .. segments, query or fragment)`);
+        }
+        const upstream = parseUrl(route.upstream);
+        if (!upstream || !['http:', 'https:'].includes(upstream.protocol)) {
+          problems.push(`${key}.upstream: must be an absolute http(s) URL such as http://orders:8080 or http://orders:8080/v1`);
+        } else if (upstream.search || upstream.hash || upstream.username || upstream.password) {
+          problems.push(`${key}.upstream: must not contain a query, fragment or credentials`);
+        }
+        if (route.auth === 'public' && route.token === 'access') {
+          problems.push(`${key}.token: access is not allowed on a public route (it reads no session); use auth: optional to send a token when signed in`);
+        }
+        if (route.allow !== undefined && route.auth !== 'required') {
+          problems.push(`${key}.allow: only on a route with auth: required (it has auth: ${route.auth})`);
+        }
+        for (const name of Object.keys(route.headers)) {
+          if (RESERVED_HEADERS.has(name.toLowerCase())) problems.push(`${key}.headers.${name}: the gateway sets this header itself; name another (e.g. X-Forwarded-User)`);
+        }
+        return problems;
+      });
+    },
+  },
+  {
+    reads: ['paths'],
+    check({ routes = [], paths }) {
+      const problems: string[] = [];
+      const seen = new Map<string, number>();
+      routes.forEach((route, index) => {
+        const path = normalRoutePath(route.path);
+        const other = seen.get(path);
+        if (other !== undefined) problems.push(`routes[${index}].path: same path as routes[${other}] (${routes[other]!.path})`);
+        else seen.set(path, index);
+        const gatewayPath = Object.entries(paths).find(([, own]) => isUnder(path, own));
+        if (gatewayPath !== undefined) {
+          problems.push(`routes[${index}].path: ${route.path} is the gateway's own paths.${gatewayPath[0]} (${gatewayPath[1]}) or lies under it; gateway paths come before every route`);
+        }
+      });
+      return problems;
+    },
+  },
+];
