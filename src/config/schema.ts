@@ -71,13 +71,15 @@ const RouteSchema = Type.Object(
       Type.Object(
         {
           emailDomains: Type.Optional(Type.Array(text(), { minItems: 1, errorMessage: 'must be a list of domains such as example.com' })),
+          /** true: an email without `email_verified` may match `emailDomains` (an explicit false never does). */
+          allowUnverifiedEmail: Type.Optional(Type.Boolean({ errorMessage: 'must be true or false' })),
           claims: Type.Optional(
             Type.Record(Type.String({ minLength: 1 }), Type.Array(Type.Union([Type.String(), Type.Number(), Type.Boolean()]), { minItems: 1 }), {
               errorMessage: 'must map claim names to lists of allowed values',
             }),
           ),
         },
-        { additionalProperties: false, errorMessage: 'must be a mapping with emailDomains and/or claims' },
+        { additionalProperties: false, errorMessage: 'must be a mapping with emailDomains, allowUnverifiedEmail and/or claims' },
       ),
     ),
     websocket: Type.Boolean({ default: false, errorMessage: 'must be true or false' }),

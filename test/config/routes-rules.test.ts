@@ -31,6 +31,7 @@ t.test('every route problem is reported at once, each under its key', async (t) 
       { path: '/a/../b', upstream: 'http://web:3000' },
       { path: '/h', upstream: 'http://web:3000', headers: { Authorization: 'sub' } },
       { path: '/q', upstream: 'http://web:3000/?x=1' },
+      { path: '/m', upstream: 'http://web:3000', allow: { emailDomains: ['example.com', '@example.com', '*.example.com'] } },
     ]),
   );
   t.strictSame(problems.sort(), [
@@ -43,10 +44,15 @@ t.test('every route problem is reported at once, each under its key', async (t) 
     'routes[7].path: must be an absolute path such as /api/orders (no //, . or .. segments, query or fragment)',
     'routes[8].headers.Authorization: the gateway sets this header itself; name another (e.g. X-Forwarded-User)',
     'routes[9].upstream: must not contain a query, fragment or credentials',
+    'routes[10].allow.emailDomains[1]: must be a domain such as example.com (no @, scheme, wildcard or port), got "@example.com"',
+    'routes[10].allow.emailDomains[2]: must be a domain such as example.com (no @, scheme, wildcard or port), got "*.example.com"',
   ].sort());
 });
 
 t.test('schema problems in routes name the route and key', async (t) => {
+  t.strictSame(problemsOf(withRoutes([{ path: '/api', upstream: 'http://api', allow: { emailDomains: ['example.com'], allowUnverifiedEmail: 'yes' } }])), [
+    'routes[0].allow.allowUnverifiedEmail: must be true or false',
+  ]);
   t.strictSame(problemsOf(withRoutes([{ path: 'api', upstream: 'http://api' }])), ['routes[0].path: must be an absolute path such as /api/orders']);
   t.strictSame(problemsOf(withRoutes([{ path: '/api', upstream: 'http://api', auth: 'maybe' }])), ['routes[0].auth: must be one of: required, optional, public']);
   t.match(problemsOf(withRoutes([{ path: '/api' }])), ['routes[0].upstream: required']);

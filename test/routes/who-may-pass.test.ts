@@ -20,6 +20,7 @@ t.test('who may pass, and what an unauthenticated request gets', async (t) => {
     ({ web, api, docs }) => [
       { path: '/payments', upstream: api.url, allow: { claims: { groups: ['payments', 'admins'] } } },
       { path: '/staff', upstream: docs.url, allow: { emailDomains: ['example.com'] } },
+      { path: '/lenient', upstream: docs.url, allow: { emailDomains: ['Example.COM'], allowUnverifiedEmail: true } },
       { path: '/plain-page', upstream: web.url, onUnauthenticated: 'page' },
       { path: '/plain-401', upstream: web.url, onUnauthenticated: '401' },
       { path: '/maybe', upstream: web.url, auth: 'optional' },
@@ -32,11 +33,18 @@ t.test('who may pass, and what an unauthenticated request gets', async (t) => {
         bob: { groups: ['staff'] },
         eve: { email: 'eve@other.example', groups: ['payments'] },
         mallory: { email_verified: false },
+        // oauth2-proxy's GHSA-c5c4-8r6x-56w3: a second @, the string "false", no email_verified at all.
+        trent: { email: 'trent@evil.example@example.com' },
+        sybil: { email_verified: 'false' },
+        oscar: { email_verified: undefined },
+        peggy: { email: 'Peggy@EXAMPLE.com', email_verified: 'true' },
       },
     },
   );
   t.teardown(() => h.close());
-  const [alice, bob, eve, mallory] = await Promise.all(['alice', 'bob', 'eve', 'mallory'].map((user) => signIn(h.url, { user })));
+  const [alice, bob, eve, mallory, trent, sybil, oscar, peggy] = await Promise.all(
+    ['alice', 'bob', 'eve', 'mallory', 'trent', 'sybil', 'oscar', 'peggy'].map((user) => signIn(h.url, { user })),
+  );
 
   t.test('allow by a group in an array claim and by email domain', async (t) => {
     forgetSeen(h);
@@ -70,6 +78,26 @@ t.test('who may pass, and what an unauthenticated request gets', async (t) => {
       t.equal((await fetch(`${h.url}/session`, { headers: { cookie } })).status, 200, 'the session is kept');
     }
     t.equal(h.api.seen.length + h.docs.seen.length, 0, 'nothing reached the upstream');
+  });
+
+  t.test('emailDomains: exactly one @, the domain in lower case, email_verified true unless allowUnverifiedEmail', async (t) => {
+    const cases: Array<[string, string, number]> = [
+      ['/staff/1', peggy!.cookie, 200],
+      ['/staff/1', trent!.cookie, 403],
+      ['/staff/1', sybil!.cookie, 403],
+      ['/staff/1', oscar!.cookie, 403],
+      ['/lenient/1', oscar!.cookie, 200],
+      ['/lenient/1', alice!.cookie, 200],
+      ['/lenient/1', mallory!.cookie, 403],
+      ['/lenient/1', sybil!.cookie, 403],
+      ['/lenient/1', trent!.cookie, 403],
+    ];
+    for (const [path, cookie, status] of cases) {
+      forgetSeen(h);
+      const response = await fetch(`${h.url}${path}`, { headers: { cookie } });
+      t.equal(response.status, status, `${path} as ${cookie.slice(0, 14)}: ${status}`);
+      t.equal(h.docs.seen.length, status === 200 ? 1 : 0, status === 200 ? 'proxied' : 'nothing reached the upstream');
+    }
   });
 
   t.test('a path no route matches: 404 from the gateway, nothing upstream', async (t) => {

@@ -82,8 +82,18 @@ t.test('dot segments, raw or encoded, and backslashes make a path ambiguous', as
 
 t.test('allow: email domains (verified), claim values, array claims match on any element', async (t) => {
   const byDomain = compileAllow({ emailDomains: ['Example.com'] });
-  t.ok(isAllowed(byDomain, { email: 'alice@EXAMPLE.com' }));
-  t.ok(isAllowed(byDomain, { email: 'alice@example.com', email_verified: true }));
+  t.notOk(isAllowed(byDomain, { email: 'alice@EXAMPLE.com' }), 'no email_verified: refused unless allowUnverifiedEmail');
+  t.ok(isAllowed(byDomain, { email: 'alice@EXAMPLE.com', email_verified: true }));
+  t.ok(isAllowed(byDomain, { email: 'alice@example.com', email_verified: 'true' }), 'the string "true" is true');
+  t.notOk(isAllowed(byDomain, { email: 'alice@example.com', email_verified: 'false' }), 'the string "false" is not');
+  t.notOk(isAllowed(byDomain, { email: 'alice@example.com', email_verified: 1 }), 'nor is any other value');
+  t.notOk(isAllowed(byDomain, { email: 'm@evil.example@example.com', email_verified: true }), 'exactly one @');
+  t.notOk(isAllowed(byDomain, { email: '@example.com', email_verified: true }), 'a local part before the @');
+  const lenient = compileAllow({ emailDomains: ['example.com'], allowUnverifiedEmail: true });
+  t.ok(isAllowed(lenient, { email: 'alice@example.com' }), 'allowUnverifiedEmail: a missing email_verified passes');
+  t.notOk(isAllowed(lenient, { email: 'alice@example.com', email_verified: false }), 'an explicit false never does');
+  t.notOk(isAllowed(lenient, { email: 'alice@example.com', email_verified: 'false' }));
+  t.notOk(isAllowed(lenient, { email: 'm@evil.example@example.com' }));
   t.notOk(isAllowed(byDomain, { email: 'alice@example.com', email_verified: false }), 'an unverified email never matches');
   t.notOk(isAllowed(byDomain, { email: 'alice@example.com.evil.org' }));
   t.notOk(isAllowed(byDomain, { email: 'alice@sub.example.com' }));
@@ -94,8 +104,8 @@ t.test('allow: email domains (verified), claim values, array claims match on any
   t.notOk(isAllowed(byGroup, { groups: 'admins,staff', tier: 2 }), 'a string is compared whole');
   t.notOk(isAllowed(byGroup, { groups: ['admins'] }), 'every listed claim must match');
   const both = compileAllow({ emailDomains: ['example.com'], claims: { groups: ['admins'] } });
-  t.notOk(isAllowed(both, { email: 'a@example.com', groups: ['staff'] }));
-  t.ok(isAllowed(both, { email: 'a@example.com', groups: ['admins'] }));
+  t.notOk(isAllowed(both, { email: 'a@example.com', email_verified: true, groups: ['staff'] }));
+  t.ok(isAllowed(both, { email: 'a@example.com', email_verified: true, groups: ['admins'] }));
 });
 
 t.test('identity headers: strings and numbers only, never a value a header cannot hold', async (t) => {

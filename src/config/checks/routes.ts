@@ -2,6 +2,8 @@ import { isAmbiguousPath, isUnder, normalRoutePath } from '../route-paths.js';
 import { parseUrl, PATH_PATTERN, type Rule } from './rule.js';
 
 /** Headers the gateway sets itself on every upstream request (or that frame the message): never an identity header. */
+/** A domain as `allow.emailDomains` compares it: labels of letters, digits and dashes. */
+const EMAIL_DOMAIN = /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
 const RESERVED_HEADERS = new Set([
   'authorization',
   'cookie',
@@ -53,6 +55,9 @@ export const ROUTE_RULES: readonly Rule[] = [
         if (route.allow !== undefined && route.auth !== 'required') {
           problems.push(`${key}.allow: only on a route with auth: required (it has auth: ${route.auth})`);
         }
+        route.allow?.emailDomains?.forEach((domain, at) => {
+          if (!EMAIL_DOMAIN.test(domain)) problems.push(`${key}.allow.emailDomains[${at}]: must be a domain such as example.com (no @, scheme, wildcard or port), got "${domain}"`);
+        });
         for (const name of Object.keys(route.headers)) {
           if (RESERVED_HEADERS.has(name.toLowerCase())) problems.push(`${key}.headers.${name}: the gateway sets this header itself; name another (e.g. X-Forwarded-User)`);
         }
