@@ -5,9 +5,10 @@ import { PROVIDER_RULES } from './checks/provider.js';
 import { SESSION_RULES, sessionWarnings } from './checks/session.js';
 import { ROUTE_RULES } from './checks/routes.js';
 import { PAGE_RULES } from './checks/pages.js';
+import { MACHINE_CLIENT_RULES, machineClientWarnings } from './checks/machine-clients.js';
 
 /** Every cross-key rule, by area (src/config/checks/<area>.ts); a new rule goes into its area's list. */
-const RULES: readonly Rule[] = [...SERVER_RULES, ...PROVIDER_RULES, ...SESSION_RULES, ...ROUTE_RULES, ...PAGE_RULES];
+const RULES: readonly Rule[] = [...SERVER_RULES, ...PROVIDER_RULES, ...SESSION_RULES, ...ROUTE_RULES, ...PAGE_RULES, ...MACHINE_CLIENT_RULES];
 
 /**
  * Settings that work but do not do what they seem to: `gatehouse check`
@@ -16,7 +17,7 @@ const RULES: readonly Rule[] = [...SERVER_RULES, ...PROVIDER_RULES, ...SESSION_R
  * @example configWarnings(config) // ['session.idleTimeout: 48h is longer than session.ttl (24h): ...']
  */
 export function configWarnings(config: Config): string[] {
-  return sessionWarnings(config);
+  return [...sessionWarnings(config), ...machineClientWarnings(config)];
 }
 
 /**

@@ -83,10 +83,35 @@ const RouteSchema = Type.Object(
       ),
     ),
     websocket: Type.Boolean({ default: false, errorMessage: 'must be true or false' }),
+    /**
+     * Who may use the route: `session` (a browser's session cookie), `bearer`
+     * (a machine client's own `Authorization: Bearer` token, README "Machine clients").
+     */
+    accept: Type.Array(oneOf(['session', 'bearer']), {
+      default: ['session'],
+      minItems: 1,
+      uniqueItems: true,
+      errorMessage: 'must be a list of session and/or bearer, each at most once',
+    }),
     /** Time to the upstream's response head; then 504. */
     timeout: duration('30s'),
   },
   { additionalProperties: false, errorMessage: 'must be a mapping with path, upstream and the route options' },
+);
+
+/** One entry of `machineClients.issuers` (README "Machine clients"): whose JWT access tokens a bearer route accepts. */
+const MachineIssuerSchema = Type.Object(
+  {
+    /** The JWT's `iss`, compared exactly. */
+    issuer: text(),
+    /** Where the issuer's keys are; default the `jwks_uri` of its discovery document. */
+    jwksUri: Type.Optional(text()),
+    /** `aud` must contain one of these. */
+    audiences: Type.Array(text(), { minItems: 1, errorMessage: 'must be a list of at least one audience (the aud a token must carry)' }),
+    /** The claim that names the caller (logs, identity headers). */
+    userIdClaim: text('sub'),
+  },
+  { additionalProperties: false, errorMessage: 'must be a mapping with issuer, audiences and optionally jwksUri and userIdClaim' },
 );
 
 export const ConfigSchema = Type.Object(
@@ -237,6 +262,14 @@ export const ConfigSchema = Type.Object(
        */
       websocketMessageBytes: Type.Integer({ minimum: 1, default: 16 * 1024 * 1024, errorMessage: 'must be a whole number of bytes (at least 1)' }),
     }),
+    /** Machine clients' own bearer tokens on routes with `accept: [bearer]` (README "Machine clients"). */
+    machineClients: section({
+      issuers: Type.Array(MachineIssuerSchema, { default: [], errorMessage: 'must be a list of issuers' }),
+      /** Tokens no issuer claims are checked at the provider's introspection endpoint (RFC 7662), as the gateway's client. */
+      introspection: Type.Boolean({ default: false, errorMessage: 'must be true or false' }),
+      /** How long a verified token's answer is reused (never past its exp); 0 = every request is checked again. */
+      cacheTtl: duration('60s'),
+    }),
     rateLimit: section({
       /** Requests one client address may make to the login path, and as many to the callback path, per `window`; 0 turns the limit off. */
       max: Type.Integer({ minimum: 0, default: 60, errorMessage: 'must be a whole number of requests (0 = no limit)' }),
@@ -249,6 +282,7 @@ export const ConfigSchema = Type.Object(
 /** The validated configuration, durations in seconds. */
 export type Config = StaticDecode<typeof ConfigSchema>;
 export type RouteConfig = StaticDecode<typeof RouteSchema>;
+export type MachineIssuerConfig = StaticDecode<typeof MachineIssuerSchema>;
 
 /** Paths of secret values, shown as `[redacted]` by `gatehouse check`. */
 export const SECRET_KEYS = ['provider.clientSecret', 'provider.privateKey', 'session.encryptionKeys'] as const;

@@ -30,6 +30,10 @@ export interface Route {
   /** Who may pass once signed in; undefined lets every signed-in user pass. */
   allow: Allow | undefined;
   websocket: boolean;
+  /** Whether a browser session admits a request (`accept` holds `session`). */
+  acceptsSession: boolean;
+  /** Whether a machine client's own bearer token admits a request (`accept` holds `bearer`, README "Machine clients"). */
+  acceptsBearer: boolean;
   /** Seconds to the upstream's response head. */
   timeout: number;
 }
@@ -54,7 +58,7 @@ const ONE_ROUTE_LABEL = 'proxy';
  */
 export function compileRoutes(config: Config): RouteTable {
   const entries: readonly RouteConfig[] = config.routes ?? [
-    { path: '/', upstream: config.upstream, stripPrefix: false, auth: 'required', onUnauthenticated: 'auto', headers: {}, websocket: false, timeout: 30 },
+    { path: '/', upstream: config.upstream, stripPrefix: false, auth: 'required', onUnauthenticated: 'auto', headers: {}, websocket: false, accept: ['session'], timeout: 30 },
   ];
   const routes = entries.map((entry) => compileRoute(entry, config.routes === undefined ? ONE_ROUTE_LABEL : undefined));
   routes.sort((a, b) => b.path.length - a.path.length);
@@ -86,6 +90,8 @@ function compileRoute(entry: RouteConfig, label: string | undefined): Route {
     headers: Object.entries(entry.headers).map(([name, claim]) => ({ name: name.toLowerCase(), claim })),
     allow: entry.allow === undefined ? undefined : compileAllow(entry.allow),
     websocket: entry.websocket,
+    acceptsSession: entry.accept.includes('session'),
+    acceptsBearer: entry.accept.includes('bearer'),
     timeout: entry.timeout,
   };
 }

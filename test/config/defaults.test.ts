@@ -47,6 +47,7 @@ t.test('every key not given takes the default of README "Configuration"', async 
     csrf: { allowedOrigins: [] },
     pages: { productName: 'gatehouse' },
     limits: { perUserConcurrency: 64, websocketMessageBytes: 16 * 1024 * 1024 },
+    machineClients: { issuers: [], introspection: false, cacheTtl: 60 },
     rateLimit: { max: 60, window: 60 },
   });
   for (const key of ['authorizationEndpoint', 'tokenEndpoint', 'userinfoEndpoint', 'revocationEndpoint', 'endSessionEndpoint'] as const) {
