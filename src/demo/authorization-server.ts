@@ -80,6 +80,10 @@ export interface AuthorizationServerOptions {
   dpop?: boolean;
   /** Claims some users have besides sub, name and email (user -> claims, e.g. `groups`), released with the `profile` scope. */
   extraClaims?: Readonly<Record<string, Readonly<Record<string, unknown>>>>;
+  /** Services that get tokens for themselves with the client-credentials grant (RFC 6749 §4.4); opaque tokens, introspectable. */
+  machineClients?: ReadonlyArray<{ clientId: string; clientSecret: string }>;
+  /** Clients besides the built-in resource server that may introspect any token (a gateway checking machine clients' tokens). */
+  introspectors?: readonly string[];
 }
 
 /** Successful token endpoint grants by type, and failed refreshes. */
@@ -153,7 +157,7 @@ function buildConfiguration(
   const extraClaimNames = [...new Set(Object.values(opts.extraClaims ?? {}).flatMap((claims) => Object.keys(claims)))];
   return {
     adapter: opts.adapter,
-    clients: [...opts.clients.map(clientMetadata), resourceServerMetadata(introspection)],
+    clients: [...opts.clients.map(clientMetadata), resourceServerMetadata(introspection), ...(opts.machineClients ?? []).map(machineClientMetadata)],
     jwks: { keys: [generateSigningKey()] },
     cookies: { keys: [randomBytes(32).toString('base64url')] },
     scopes: DEMO_SCOPES,
@@ -177,8 +181,9 @@ function buildConfiguration(
         enabled: true,
         // The resource server may introspect any token; any other client only its own (RFC 7662 §4).
         allowedPolicy: (_ctx, client, token) =>
-          client.clientId === introspection.clientId || token.clientId === client.clientId,
+          client.clientId === introspection.clientId || token.clientId === client.clientId || (opts.introspectors ?? []).includes(client.clientId),
       },
+      clientCredentials: { enabled: (opts.machineClients ?? []).length > 0 },
       revocation: { enabled: true, allowedPolicy: (_ctx, client, token) => token.clientId === client.clientId },
       rpInitiatedLogout: opts.skipLogoutConfirmation ? { enabled: true, logoutSource: signOutAtOnce } : { enabled: true },
       backchannelLogout: { enabled: true },
@@ -188,6 +193,7 @@ function buildConfiguration(
     ttl: {
       AccessToken: opts.accessTokenTtl ?? 60,
       RefreshToken: refreshTokenTtl,
+      ClientCredentials: 10 * 60,
       IdToken: 60 * 60,
       Interaction: 10 * 60,
       Session: refreshTokenTtl,
@@ -223,6 +229,18 @@ function resourceServerMetadata(credentials: { clientId: string; clientSecret: s
     redirect_uris: [],
     response_types: [],
     grant_types: [],
+  };
+}
+
+/** A service that only asks for tokens for itself (client credentials): no redirect, no user. */
+function machineClientMetadata(credentials: { clientId: string; clientSecret: string }): ClientMetadata {
+  return {
+    client_id: credentials.clientId,
+    client_secret: credentials.clientSecret,
+    token_endpoint_auth_method: 'client_secret_basic',
+    redirect_uris: [],
+    response_types: [],
+    grant_types: ['client_credentials'],
   };
 }
 

@@ -11,6 +11,10 @@ export const GATEWAY_ROUTE_CLASSES: readonly RouteClass[] = ['login', 'callback'
 const LOGIN_RESULTS = ['ok', 'denied', 'invalid_state', 'provider_unavailable', 'no_user_id', 'rejected'];
 const REFRESH_RESULTS = ['ok', 'failed', 'joined'];
 
+/** Results of `gatehouse_bearer_requests_total` (README "Machine clients"). */
+export type BearerResult = 'accepted' | 'invalid' | 'refused' | 'unavailable';
+const BEARER_RESULTS: readonly BearerResult[] = ['accepted', 'invalid', 'refused', 'unavailable'];
+
 /**
  * The Prometheus metrics of one gateway instance, in a registry of its own
  * so several gateways can run in one process (tests).
@@ -43,6 +47,19 @@ export class Metrics {
     DURATION_BUCKETS,
   );
 
+  /** Requests that presented a machine client's bearer token on a route that accepts one, by result. */
+  readonly bearerRequests = new Counter({
+    name: 'gatehouse_bearer_requests_total',
+    help: 'Requests with a machine client bearer token on a bearer route: accepted, invalid (401), refused by allow (403), unavailable (503)',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+
+  /** `bearerRequests` by result, its labels resolved once: counting is one addition per request. */
+  readonly bearerResults: Readonly<Record<BearerResult, { inc(): void }>> = Object.fromEntries(
+    BEARER_RESULTS.map((result) => [result, this.bearerRequests.labels({ result })]),
+  ) as Record<BearerResult, { inc(): void }>;
+
   /** Open proxied WebSockets (README "WebSockets and server-sent events"). */
   readonly websocketConnections = new Gauge({
     name: 'gatehouse_websocket_connections',
@@ -68,6 +85,7 @@ export class Metrics {
     // Every label value from start-up, at 0 until it happens: "nothing failed" is not "no data" (SPEC §8).
     for (const result of LOGIN_RESULTS) this.logins.inc({ result }, 0);
     for (const result of REFRESH_RESULTS) this.refreshes.inc({ result }, 0);
+    for (const result of BEARER_RESULTS) this.bearerRequests.inc({ result }, 0);
     const unscraped = this.#unscraped;
     const requestsTotal = new Counter({
       name: 'gatehouse_http_requests_total',

@@ -48,6 +48,8 @@ export interface HarnessOptions {
   authorizationServerHost?: '127.0.0.1' | 'localhost';
   /** Claims some users have besides sub, name and email (user -> claims, e.g. `groups`). */
   extraClaims?: AuthorizationServerOptions['extraClaims'];
+  /** Services with client-credentials tokens at the AS; the gateway's client may then introspect any token (README "Machine clients"). */
+  machineClients?: ReadonlyArray<{ clientId: string; clientSecret: string }>;
   /** The gateway's clock (a TestClock lets a test skip ahead instead of sleeping); default the system clock. */
   clock?: Clock;
 }
@@ -113,6 +115,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     dpopNonces: options.dpopNonces ?? false,
     dpop: options.dpopSupported ?? true,
     extraClaims: options.extraClaims,
+    ...(options.machineClients === undefined ? {} : { machineClients: options.machineClients, introspectors: [CLIENT_ID] }),
   });
   asProxy.target = as.listenUrl;
   const upstream = await startUpstream({
