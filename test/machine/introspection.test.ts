@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import type { FastifyBaseLogger } from 'fastify';
@@ -18,7 +18,7 @@ import { SwitchableProxy } from '../helpers/switchable-proxy.js';
 const GATEWAY = { clientId: 'gateway', clientSecret: randomBytes(12).toString('base64url') };
 const MACHINE = { clientId: 'nightly-report', clientSecret: randomBytes(12).toString('base64url') };
 
-async function setup(t: Tap.Test, options: { cacheTtl?: number; accessTokenTtl?: number } = {}) {
+async function setup(t: Test, options: { cacheTtl?: number; accessTokenTtl?: number } = {}) {
   const proxy = await SwitchableProxy.start();
   const as = await startAuthorizationServer({
     issuer: proxy.url,
