@@ -36,6 +36,8 @@ import type { Tracing } from './tracing/tracing.js';
 import { compileRoutes } from './routing/route-table.js';
 import { OpenSockets } from './websocket/open-sockets.js';
 import { proxyWebSockets } from './websocket/upgrade.js';
+import { withPseudonyms } from './logger.js';
+import { createPseudonymizer } from './pseudonym.js';
 
 export interface GatewayOptions {
   logger: Logger;
@@ -66,7 +68,8 @@ export interface Gateway {
  * public app with its plugins in a fixed order, and the admin app.
  */
 export async function buildGateway(config: Config, options: GatewayOptions): Promise<Gateway> {
-  const { logger } = options;
+  const pseudonymize = createPseudonymizer(config.session.encryptionKeys[0]!);
+  const logger = withPseudonyms(options.logger, pseudonymize);
   const clock = options.clock ?? systemClock;
   const sealer = new Sealer(config.session.encryptionKeys);
   const store = new SessionStore(await openBackend(config.session.store, options.cwd, config.session.keyPrefix), sealer, config.session.cacheSize);
@@ -119,7 +122,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
     serverFactory: (handler) => createPublicServer(handler as RequestListener, config.server.maxHeaderSize, config.server.idleTimeout * 1000),
   });
   // First, so that every later hook and route runs inside the request's server span.
-  if (options.tracing) await app.register(options.tracing.plugin);
+  if (options.tracing) await app.register(options.tracing.plugin, { pseudonymize });
   await app.register(gatewayContextPlugin, { context });
   await app.register(cookiePlugin);
   await app.register(errorsPlugin);

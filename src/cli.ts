@@ -9,6 +9,8 @@ import { createLogger } from './logger.js';
 const USAGE = `Usage:
   gatehouse [--config FILE]         run the gateway (or GATEHOUSE_CONFIG=FILE)
   gatehouse check [--config FILE]   validate FILE; print the effective config, secrets redacted
+  gatehouse pseudonym USER [--config FILE]
+                                    print USER's pseudonym in the logs (the userIdClaim value, e.g. an email)
   gatehouse demo [--upstream URL]   local authorization server + demo upstream + gateway on loopback;
                                     --upstream puts them in front of your own service instead
   gatehouse --version               print the version
@@ -42,7 +44,8 @@ async function main(): Promise<number> {
     process.stdout.write(`${await packageVersion()}\n`);
     return 0;
   }
-  if (positionals.length > 1 || !['run', 'check', 'demo'].includes(command)) {
+  const arity = command === 'pseudonym' ? 2 : 1;
+  if (positionals.length > arity || !['run', 'check', 'demo', 'pseudonym'].includes(command)) {
     process.stderr.write(`unknown command: ${positionals.join(' ')}\n${USAGE}`);
     return 2;
   }
@@ -54,6 +57,10 @@ async function main(): Promise<number> {
   }
   if (command === 'demo') return runDemo(logger, values.upstream);
 
+  if (command === 'pseudonym' && positionals[1] === undefined) {
+    process.stderr.write(`gatehouse pseudonym: give the user id, as logged in clear before pseudonyms (the userIdClaim value)\n${USAGE}`);
+    return 2;
+  }
   const file = values.config ?? process.env.GATEHOUSE_CONFIG;
   if (file === undefined) {
     process.stderr.write(`config: no file given: pass --config FILE or set GATEHOUSE_CONFIG\n${USAGE}`);
@@ -66,6 +73,11 @@ async function main(): Promise<number> {
     if (!(err instanceof ConfigError)) throw err;
     process.stderr.write(`${err.problems.join('\n')}\n`);
     return 1;
+  }
+  if (command === 'pseudonym') {
+    const { createPseudonymizer } = await import('./pseudonym.js');
+    process.stdout.write(`${createPseudonymizer(config.session.encryptionKeys[0]!)(positionals[1]!)}\n`);
+    return 0;
   }
   const warnings = configWarnings(config);
   if (command === 'check') {

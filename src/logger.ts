@@ -1,14 +1,14 @@
-import { sha256Base64url } from './hash.js';
-import { LRUCache } from 'lru-cache';
 import pino, { type DestinationStream, type Logger } from 'pino';
 import type { FastifyRequest } from 'fastify';
+import type { Pseudonymizer } from './pseudonym.js';
 
 /**
  * JSON logs without secrets. Requests are logged by path only: a query
  * string may carry an authorization code or state, and headers carry cookies
  * and tokens, so neither is ever serialized. Redaction is a second guard
  * with explicit paths (wildcards cost on every line). A `userId` is logged
- * as a pseudonym: the same user always gets the same `userHash(id)`.
+ * as a keyed pseudonym by the gateway's child logger (`withPseudonyms`);
+ * this logger, which has no key, never writes one at all.
  */
 export function createLogger(level: string, destination?: DestinationStream): Logger {
   return pino(
@@ -22,7 +22,7 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
       serializers: {
         req: serializeRequest,
         err: pino.stdSerializers.err,
-        userId: userHash,
+        userId: unkeyedUser,
       },
     },
     destination ?? bufferedStdout(),
@@ -60,15 +60,16 @@ function serializeRequest(request: FastifyRequest): Record<string, unknown> {
   return { method: request.method, path: query < 0 ? request.url : request.url.slice(0, query) };
 }
 
-/** Recent users' pseudonyms: an access-log line per request would otherwise hash the same id each time. */
-const userHashes = new LRUCache<string, string>({ max: 1000 });
+/** A `userId` logged without the pseudonym key (outside a gateway): never the id itself. */
+function unkeyedUser(): string {
+  return '[user]';
+}
 
-/** The first 16 characters of the base64url SHA-256 of a user id: joins a user's log lines without naming the user. */
-export function userHash(userId: string): string {
-  let hash = userHashes.get(userId);
-  if (hash === undefined) {
-    hash = sha256Base64url(userId).slice(0, 16);
-    userHashes.set(userId, hash);
-  }
-  return hash;
+/**
+ * The gateway's logger: `logger` whose `userId` field is written as the
+ * user's keyed pseudonym (src/pseudonym.ts, README "Logs"). Fastify's
+ * request loggers are its children and inherit the serializer.
+ */
+export function withPseudonyms(logger: Logger, pseudonymize: Pseudonymizer): Logger {
+  return logger.child({}, { serializers: { userId: pseudonymize } });
 }

@@ -20,7 +20,7 @@ import { FastifyOtelInstrumentation } from '@fastify/otel';
 import fp from 'fastify-plugin';
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
-import { userHash } from '../logger.js';
+import type { Pseudonymizer } from '../pseudonym.js';
 
 /**
  * The OpenTelemetry SDK, loaded by ./tracing.ts only when an OTLP endpoint
@@ -31,7 +31,7 @@ import { userHash } from '../logger.js';
  */
 export interface StartedSdk {
   tracer: Tracer;
-  plugin: FastifyPluginAsync;
+  plugin: FastifyPluginAsync<{ pseudonymize: Pseudonymizer }>;
   shutdown(): Promise<void>;
 }
 
@@ -77,7 +77,7 @@ export function startSdk(env: NodeJS.ProcessEnv, logger: Logger): StartedSdk {
   const otelPlugin = fastifyOtel.plugin();
 
   const plugin = fp(
-    async (fastify) => {
+    async (fastify, { pseudonymize }: { pseudonymize: Pseudonymizer }) => {
       await fastify.register(otelPlugin);
       fastify.addHook('onRequest', async (request) => {
         // The server span has taken its parent from these already; the
@@ -89,7 +89,7 @@ export function startSdk(env: NodeJS.ProcessEnv, logger: Logger): StartedSdk {
       fastify.addHook('onSend', async (request) => {
         // Runs before @fastify/otel's route-level onSend ends the span.
         const userId = (request as FastifyRequest & { userId?: string }).userId;
-        if (userId !== undefined) request.opentelemetry().span?.setAttribute('gatehouse.user', userHash(userId));
+        if (userId !== undefined) request.opentelemetry().span?.setAttribute('gatehouse.user', pseudonymize(userId));
       });
     },
     { name: 'gatehouse-tracing', fastify: '5.x' },

@@ -1,6 +1,7 @@
 import { SpanKind, SpanStatusCode, trace, type Attributes, type Span, type Tracer } from '@opentelemetry/api';
 import type { FastifyPluginAsync } from 'fastify';
 import type { Logger } from 'pino';
+import type { Pseudonymizer } from '../pseudonym.js';
 
 /**
  * OpenTelemetry tracing (README, "Tracing"), off unless an OTLP endpoint is
@@ -18,7 +19,7 @@ let tracer: Tracer | undefined;
 /** What the CLI gets back when tracing is on. */
 export interface Tracing {
   /** Registered first on the public app: the server span of every request (@fastify/otel). */
-  plugin: FastifyPluginAsync;
+  plugin: FastifyPluginAsync<{ pseudonymize: Pseudonymizer }>;
   /** Exports what is still buffered, then stops. */
   shutdown(): Promise<void>;
 }

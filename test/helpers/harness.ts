@@ -9,6 +9,7 @@ import { startGateway, type RunningGateway } from '../../src/server.js';
 import { startAuthorizationServer, type AuthorizationServer, type AuthorizationServerOptions } from '../../src/demo/authorization-server.js';
 import { startUpstream, type Upstream } from '../../src/demo/upstream.js';
 import { SwitchableProxy } from './switchable-proxy.js';
+import { pseudonym, pseudonymKey } from '../../src/pseudonym.js';
 import type { Clock } from '../../src/clock.js';
 
 export const CLIENT_ID = 'gatehouse-test';
@@ -170,6 +171,12 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** A user's keyed pseudonym in this gateway's logs and spans (README "Observe"). */
+export function pseudonymOf(h: Pick<Harness, 'document'>, userId: string): string {
+  const keys = (h.document.session as { encryptionKeys: string[] }).encryptionKeys;
+  return pseudonym(pseudonymKey(keys[0]!), userId);
 }
 
 /** A client key pair for `private_key_jwt`: the PKCS#8 PEM for the gateway, the public JWK (with a `kid`) for the AS. */

@@ -4,7 +4,8 @@ import { createServer } from 'node:http';
 import { Writable } from 'node:stream';
 import Fastify from 'fastify';
 import { closeServer, listen } from '../../src/demo/listen.js';
-import { createLogger, userHash } from '../../src/logger.js';
+import { createLogger } from '../../src/logger.js';
+import { createPseudonymizer } from '../../src/pseudonym.js';
 import { activeSpan, annotate, startTracing, traceAsCall } from '../../src/tracing/tracing.js';
 
 /**
@@ -50,7 +51,8 @@ t.test('http/protobuf: spans reach the collector, secrets do not', async (t) => 
 
   const secret = randomBytes(12).toString('hex');
   const app = Fastify();
-  await app.register(tracing!.plugin);
+  const pseudonymize = createPseudonymizer(randomBytes(32).toString('base64'));
+  await app.register(tracing!.plugin, { pseudonymize });
   app.get('/who', { config: { routeClass: 'session' } }, async (request) => {
     (request as typeof request & { userId?: string }).userId = 'bob';
     annotate(activeSpan(), { 'gatehouse.refresh.outcome': 'ok' });
@@ -73,7 +75,7 @@ t.test('http/protobuf: spans reach the collector, secrets do not', async (t) => 
   t.ok(bodies.length > 0, 'exported');
   t.ok(types.every((type) => type === 'application/x-protobuf'), 'as protobuf');
   const exported = Buffer.concat(bodies);
-  for (const text of ['request', 'AS userinfo', 'AS refresh', 'gatehouse.user', userHash('bob'), 'gatehouse.refresh.outcome', '/who', 'TypeError']) {
+  for (const text of ['request', 'AS userinfo', 'AS refresh', 'gatehouse.user', pseudonymize('bob'), 'gatehouse.refresh.outcome', '/who', 'TypeError']) {
     t.ok(exported.includes(text), `exported: ${text}`);
   }
   t.ok(exported.includes(Buffer.from(traceId, 'hex')), 'the caller trace id (as bytes)');

@@ -8,8 +8,8 @@ import { join } from 'node:path';
 import { startAuthorizationServer } from '../../src/demo/authorization-server.js';
 import { startUpstream } from '../../src/demo/upstream.js';
 import { closeServer, listen } from '../../src/demo/listen.js';
-import { userHash } from '../../src/logger.js';
-import { CLIENT_ID, freePort } from '../helpers/harness.js';
+import { CLIENT_ID, freePort, pseudonymOf } from '../helpers/harness.js';
+import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 import { approveAtAuthorizationServer, startLogin } from '../helpers/sign-in.js';
 import { CookieJar } from '../helpers/cookie-jar.js';
 import { ensureBuilt, spawnCli } from '../helpers/cli-process.js';
@@ -84,6 +84,7 @@ t.test('spans, their links, traceparent at the upstream, and no secret in any ex
     accessTokenTtl: (ctx: KoaContextWithOIDC) => (ctx.oidc.params?.grant_type === 'refresh_token' ? 600 : SIGN_IN_TOKEN_SECONDS),
   });
   t.teardown(() => as.close());
+  const watch = watchTokenEndpoint(as);
   const upstream = await startUpstream({
     introspectionEndpoint: `${as.listenUrl}/token/introspection`,
     clientId: as.introspection.clientId,
@@ -198,7 +199,7 @@ session: {store: 'memory://', encryptionKeys: ['\${GATEHOUSE_SESSION_KEY}']}
     t.equal(attribute(server!, 'url.path'), '/api/me', 'no query string');
     t.equal(attribute(server!, 'gatehouse.route'), 'proxy');
     t.equal(attribute(server!, 'http.response.status_code'), 200);
-    t.equal(attribute(server!, 'gatehouse.user'), userHash('alice-the-user'), 'the user pseudonym of the logs');
+    t.equal(attribute(server!, 'gatehouse.user'), pseudonymOf({ document: { session: { encryptionKeys: [sessionKey] } } }, 'alice-the-user'), 'the user pseudonym of the logs');
     t.equal(attribute(server!, 'gatehouse.refresh.outcome'), undefined, 'no refresh happened');
     const upstreamSpans = childrenOf(server!).filter((span) => span.kind === CLIENT);
     t.equal(upstreamSpans.length, 1, 'one upstream call');
@@ -253,6 +254,16 @@ session: {store: 'memory://', encryptionKeys: ['\${GATEHOUSE_SESSION_KEY}']}
       'cookie name=value': cookie,
     };
     for (const [index, token] of accessTokens.entries()) secrets[`access token ${index}`] = token;
+    // What the AS issued and the gateway kept to itself: every refresh token, ID token and the PKCE verifier.
+    const signIn = watch.issued.find((issued) => issued.grantType === 'authorization_code');
+    t.ok(signIn?.refreshToken && signIn.idToken && signIn.codeVerifier, 'the sign-in issued a refresh token and an ID token for a PKCE verifier');
+    t.ok(watch.issued.some((issued) => issued.grantType === 'refresh_token'), 'and a refresh happened');
+    for (const [index, issued] of watch.issued.entries()) {
+      if (issued.refreshToken) secrets[`refresh token ${index}`] = issued.refreshToken;
+      if (issued.idToken) secrets[`ID token ${index}`] = issued.idToken;
+      if (issued.accessToken) secrets[`issued access token ${index}`] = issued.accessToken;
+      if (issued.codeVerifier) secrets[`PKCE verifier ${index}`] = issued.codeVerifier;
+    }
     for (const [name, value] of Object.entries(secrets)) {
       t.notOk(exported.includes(value), `no ${name}`);
       t.notOk(exported.includes(encodeURIComponent(value)), `no ${name}, percent-encoded`);

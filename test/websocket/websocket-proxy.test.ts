@@ -1,10 +1,9 @@
 import t from 'tap';
 import WebSocket from 'ws';
-import { startHarness, type Harness } from '../helpers/harness.js';
+import { pseudonymOf, startHarness, type Harness } from '../helpers/harness.js';
 import { signIn } from '../helpers/sign-in.js';
 import { startWebSocketUpstream, type WebSocketUpstream } from '../helpers/websocket-upstream.js';
 import { waitFor } from '../helpers/wait-for.js';
-import { userHash } from '../../src/logger.js';
 
 /** SPEC §10: WebSocket upgrades on `websocket: true` routes, through a real AS and a real ws upstream. */
 
@@ -176,7 +175,7 @@ t.test('logout closes the socket with 1008 within seconds; the gauge counts open
   await waitFor('the access-log line', () => h.logs.some((line) => line.msg === 'websocket closed' && line.closeCode === 1008));
   const line = h.logs.find((entry) => entry.msg === 'websocket closed' && entry.closeCode === 1008)!;
   t.match(line, { route: '/ws', bytesIn: 1, bytesOut: 1, durationMs: Number });
-  t.equal(line.userId, userHash('logout-user'), "the user is logged as their pseudonym, as on every access-log line");
+  t.equal(line.userId, pseudonymOf(h, 'logout-user'), "the user is logged as their pseudonym, as on every access-log line");
   t.equal(await openSockets(), 0, 'the gauge is back down once the socket closed');
 });
 
