@@ -1,5 +1,5 @@
-import { randomUUID } from 'node:crypto';
-import { createServer, type IncomingMessage, type RequestListener, type Server } from 'node:http';
+import { createServer, type RequestListener, type Server } from 'node:http';
+import type { Socket } from 'node:net';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import cookiePlugin from '@fastify/cookie';
 import type { Logger } from 'pino';
@@ -16,9 +16,14 @@ import { GatewayCookies } from './http/cookies.js';
 import { cutStalledClients } from './http/stalled-clients.js';
 import { ClientAddressing, trustFunction } from './http/client-address.js';
 import { allowedOrigins, createCrossSiteRule } from './http/csrf.js';
-import { gatewayContextPlugin, type GatewayContext } from './plugins/gateway-context.js';
+import type { GatewayContext } from './context.js';
+import { gatewayContextPlugin } from './plugins/gateway-context.js';
+import { requestStatePlugin } from './plugins/request-state.js';
+import { ErrorResponse, GatewayLinks, rawErrorResponse } from './http/error-response.js';
+import { requestId } from './http/request-id.js';
+import { gatehouseError } from './errors.js';
 import { createPageRenderer } from './http/page-template.js';
-import { errorsPlugin } from './plugins/errors.js';
+import { errorsPlugin, toGatehouseError } from './plugins/errors.js';
 import { accessLogPlugin } from './plugins/access-log.js';
 import { proxyPlugin } from './plugins/proxy.js';
 import { rateLimitPlugin } from './plugins/rate-limit.js';
@@ -83,6 +88,11 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   const publicUrl = config.server.publicUrl.replace(/\/$/, '');
   const { origin, host, protocol } = new URL(publicUrl);
   const site = { origin, host, proto: protocol.slice(0, -1), allowedOrigins: allowedOrigins(config) };
+  const basePath = new URL(publicUrl).pathname.replace(/\/$/, '');
+  const cookies = new GatewayCookies(config);
+  const pages = createPageRenderer(config.pages);
+  const links = new GatewayLinks(basePath, config.paths);
+  const errorResponse = new ErrorResponse(pages, cookies, links);
   const context: GatewayContext = {
     config,
     provider,
@@ -101,10 +111,12 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
       defaultLifetime: config.tokens.defaultLifetime,
     }),
     pendingLogins: new PendingLogins(sealer),
-    pages: createPageRenderer(config.pages),
-    cookies: new GatewayCookies(config),
+    pages,
+    cookies,
+    links,
+    errorResponse,
     redirectUri: `${publicUrl}${config.paths.callback}`,
-    basePath: new URL(publicUrl).pathname.replace(/\/$/, ''),
+    basePath,
     site,
     crossSite: createCrossSiteRule(config, site.allowedOrigins),
     clientAddressing: new ClientAddressing(config.server.trustProxy),
@@ -119,11 +131,19 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
     logController: new LogController({ disableRequestLogging: true }),
     trustProxy: trustFunction(config.server.trustProxy),
     genReqId: requestId,
+    // Fastify's own answer to a URL it cannot decode echoes the path and is cacheable: the gateway's error answer instead.
+    frameworkErrors: (error, request, reply) => {
+      request.errorCode = 'GH_ERR_REQUEST_INVALID';
+      return errorResponse.send(request, reply, toGatehouseError(error));
+    },
+    // Bytes the HTTP parser refused: the gateway's error answer (431 for an oversized head), then the connection closed.
+    clientErrorHandler: answerClientError,
     serverFactory: (handler) => createPublicServer(handler as RequestListener, config.server.maxHeaderSize, config.server.idleTimeout * 1000),
   });
   // First, so that every later hook and route runs inside the request's server span.
   if (options.tracing) await app.register(options.tracing.plugin, { pseudonymize });
   await app.register(gatewayContextPlugin, { context });
+  await app.register(requestStatePlugin);
   await app.register(cookiePlugin);
   await app.register(errorsPlugin);
   await app.register(accessLogPlugin, { logger });
@@ -142,7 +162,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   if (!config.forwardAuth.only) proxyWebSockets(app.server, context, websockets, logger as FastifyBaseLogger);
 
   const readiness = new Readiness(provider, store);
-  const admin = await buildAdmin(context, readiness, logger);
+  const admin = await buildAdmin(metrics, readiness, logger);
   return {
     app,
     admin,
@@ -159,12 +179,19 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   };
 }
 
-const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-
-/** The client's X-Request-Id when it is a sane token, else a new UUID; it is logged and sent upstream. */
-function requestId(request: IncomingMessage): string {
-  const given = request.headers['x-request-id'];
-  return typeof given === 'string' && CLIENT_REQUEST_ID.test(given) ? given : randomUUID();
+/**
+ * Node's clientError, answered as the gateway answers errors (no-store,
+ * nosniff, no part of the request echoed): 431 for a head over
+ * `server.maxHeaderSize`, 408 for a request that timed out, else 400.
+ */
+function answerClientError(err: Error & { code?: string }, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  if (socket.writable) {
+    const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+    const detail = status === 431 ? 'headers too large' : status === 408 ? 'it took too long to arrive' : 'it cannot be read';
+    socket.write(rawErrorResponse(gatehouseError('GH_ERR_REQUEST_INVALID', { detail, status })));
+  }
+  socket.destroy(err);
 }
 
 /**

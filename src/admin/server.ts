@@ -1,6 +1,6 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import type { GatewayContext } from '../plugins/gateway-context.js';
+import type { Metrics } from '../metrics/metrics.js';
 import type { Readiness } from './readiness.js';
 
 /**
@@ -8,7 +8,7 @@ import type { Readiness } from './readiness.js';
  * liveness, readiness (provider metadata loaded, store answered within 5 s,
  * not shutting down) and Prometheus metrics.
  */
-export async function buildAdmin(context: GatewayContext, readiness: Readiness, logger: Logger): Promise<FastifyInstance> {
+export async function buildAdmin(metrics: Pick<Metrics, 'registry'>, readiness: Readiness, logger: Logger): Promise<FastifyInstance> {
   const admin = Fastify({ loggerInstance: logger.child({ listener: 'admin' }) as FastifyBaseLogger, logController: new LogController({ disableRequestLogging: true }) });
   admin.get('/healthz', async () => ({ status: 'ok' }));
   admin.get('/readyz', async (_request, reply) => {
@@ -16,7 +16,7 @@ export async function buildAdmin(context: GatewayContext, readiness: Readiness, 
     return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not ready', ...checks });
   });
   admin.get('/metrics', async (_request, reply) => {
-    const registry = context.metrics.registry;
+    const registry = metrics.registry;
     return reply.type(registry.contentType).send(await registry.metrics());
   });
   return admin;

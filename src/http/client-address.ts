@@ -28,12 +28,12 @@ export function trustFunction(setting: Config['server']['trustProxy']): TrustFun
 const ADDRESS_CLAIMS: ReadonlySet<string> = new Set(['forwarded', 'x-real-ip', 'true-client-ip', 'cf-connecting-ip']);
 
 /** Request headers set anew for the upstream when the TCP peer is a trusted proxy: only the Cookie (without the gateway's own). */
-function isReplacedFromProxy(name: string): boolean {
+export function isReplacedFromProxy(name: string): boolean {
   return name === 'cookie';
 }
 
 /** ...and when it is not: the Cookie, every X-Forwarded-* and every header that claims a client address. */
-function isReplacedFromClient(name: string): boolean {
+export function isReplacedFromClient(name: string): boolean {
   return name === 'cookie' || name.startsWith('x-forwarded-') || ADDRESS_CLAIMS.has(name);
 }
 

@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config/schema.js';
 import { isLoopbackHost } from '../config/loopback.js';
 import { gatehouseError } from '../errors.js';
+import { causeCode } from '../failure.js';
 import { traceAsCall } from '../tracing/tracing.js';
 import { privateKeyJwt } from './client-key.js';
 
@@ -175,30 +176,6 @@ export function describeFailure(err: unknown, endpoint?: string): Record<string,
     cause: fields.cause instanceof Error && !(fields.cause instanceof Response) ? fields.cause.name : undefined,
     ...where,
   };
-}
-
-const MAX_CAUSE_DEPTH = 5;
-
-/**
- * The most telling code down the error's `cause` chain (and in an
- * AggregateError's errors): a system one (ECONNREFUSED, ENOTFOUND,
- * UND_ERR_CONNECT_TIMEOUT) before a wrapper's own (FST_REPLY_FROM_...).
- */
-export function causeCode(err: unknown): string | undefined {
-  const codes = codesOf(err, 0);
-  return codes.find((code) => SYSTEM_CODE.test(code)) ?? codes[0];
-}
-
-const SYSTEM_CODE = /^(E[A-Z0-9_]+|UND_ERR_[A-Z_]+)$/;
-
-function codesOf(err: unknown, depth: number): string[] {
-  if (!(err instanceof Error) || depth >= MAX_CAUSE_DEPTH) return [];
-  const { code, errors } = err as Error & { code?: unknown; errors?: unknown };
-  return [
-    ...(typeof code === 'string' ? [code] : []),
-    ...(Array.isArray(errors) ? errors.flatMap((inner) => codesOf(inner, depth + 1)) : []),
-    ...codesOf(err.cause, depth + 1),
-  ];
 }
 
 /** `https://idp.example.com:8443/token?x=1` -> `idp.example.com:8443/token`: no scheme credentials, query or fragment. */

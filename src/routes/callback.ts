@@ -9,7 +9,6 @@ import { hashSessionId, newSessionId } from '../session/session-id.js';
 import { logoutLinkName } from '../session/ending.js';
 import { userLock } from '../session/keys.js';
 import { sha256Base64url } from '../hash.js';
-import { sendError } from '../plugins/errors.js';
 import { traceAsCall } from '../tracing/tracing.js';
 import { escapeHtml } from '../http/page-template.js';
 
@@ -27,10 +26,10 @@ type CallbackQuery = Record<string, string | string[] | undefined>;
  * a new session, and the browser is sent to its returnTo.
  */
 export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
-  const { config, provider, pendingLogins, cookies, store, metrics, redirectUri, basePath, clock, dpop } = fastify.gatehouse;
+  const { config, provider, pendingLogins, cookies, store, metrics, redirectUri, clock, dpop, errorResponse, links } = fastify.gatehouse;
   const ttlMs = config.session.ttl * 1000;
   const expectIdToken = provider.isOpenIdProvider && config.provider.scopes.includes('openid');
-  const loginHref = `${basePath}${config.paths.login}`;
+  const loginHref = links.login;
 
   fastify.get<{ Querystring: CallbackQuery }>(config.paths.callback, { config: { routeClass: 'callback' } }, async (request, reply) => {
     reply.header('cache-control', 'no-store').header('referrer-policy', 'no-referrer');
@@ -47,11 +46,11 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
       request.log.info({ error: String(query.error).slice(0, 64) }, 'sign-in not completed at the authorization server');
       const retry = pending ? `${loginHref}?returnTo=${encodeURIComponent(pending.returnTo)}` : loginHref;
       const reason = query.error === 'access_denied' ? 'sign-in was cancelled.' : 'the authorization server could not complete it.';
-      return sendError(request, reply, gatehouseError('GH_ERR_CALLBACK_DENIED', { detail: reason }), { href: retry, text: 'Try signing in again' });
+      return errorResponse.send(request, reply, gatehouseError('GH_ERR_CALLBACK_DENIED', { detail: reason }), { href: retry, text: 'Try signing in again' });
     }
     if (!pending || typeof query.code !== 'string' || !(await claimState(pending.state))) {
       metrics.logins.inc({ result: 'invalid_state' });
-      return sendError(request, reply, gatehouseError('GH_ERR_CALLBACK_STATE'), { href: loginHref, text: 'Sign in again' });
+      return errorResponse.send(request, reply, gatehouseError('GH_ERR_CALLBACK_STATE'), { href: loginHref, text: 'Sign in again' });
     }
 
     // A new key pair for every sign-in (RFC 9449 §5): the new token record replaces the old one, key included.

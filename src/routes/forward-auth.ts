@@ -1,13 +1,13 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { errorRow, gatehouseError, isGatehouseError, type ErrorCode } from '../errors.js';
+import { gatehouseError, isGatehouseError, type ErrorCode, type GatehouseError } from '../errors.js';
 import { AddressList } from '../http/address-list.js';
 import { isNavigation } from '../http/request-kind.js';
 import { originalRequest } from '../http/original-request.js';
 import { safeReturnTo } from '../oauth/return-to.js';
-import { resolveSession } from '../session/resolve.js';
-import { admitFresh, type Admission } from '../routing/route-access.js';
-import type { Route } from '../routing/route-table.js';
-import { isAmbiguousPath } from '../config/route-paths.js';
+import { resolveSessionId } from '../access/resolve.js';
+import { admitFresh, type Admission } from '../access/admission.js';
+import { isRequestView, requestView } from '../access/request-view.js';
+import { UpstreamHeaders, upstreamToken } from '../access/upstream-identity.js';
 
 /** Methods a forward-auth request may come with: proxies ask with GET, or with the original method (nginx, Envoy). */
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
@@ -19,16 +19,18 @@ const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
  * answers 404 to every other source, so a browser never reads a token
  * from it. 200 carries `Authorization: Bearer` and the route's identity
  * headers for the proxy to copy upstream; no other status ever carries a
- * token. Sessions are resolved and refreshed as for proxied requests
- * (src/session/resolve.ts, src/oauth/refresh.ts: one refresh per user).
+ * token. The original request goes through the same gate as a proxied one
+ * (src/access/): its path normalised and routed, its session resolved and
+ * refreshed, `allow`, the token and the identity headers.
  */
 export async function forwardAuthRoute(fastify: FastifyInstance): Promise<void> {
-  const { config, routes, cookies, basePath } = fastify.gatehouse;
+  const context = fastify.gatehouse;
+  const { config, routes, cookies, crossSite: isCrossSite, errorResponse } = context;
   const { trustedProxies, redirect } = config.forwardAuth;
   if (trustedProxies === undefined) return;
   const proxies = new AddressList(trustedProxies);
-  const isCrossSite = fastify.gatehouse.crossSite;
-  const loginUrl = `${fastify.gatehouse.site.origin}${basePath}${config.paths.login}`;
+  const loginUrl = `${context.site.origin}${context.links.login}`;
+  const upstreamHeaders = new UpstreamHeaders(context);
 
   const endpoint = config.paths.forwardAuth;
   // Envoy's ext_authz asks at `path_prefix` + the original path: the whole subtree is the endpoint's.
@@ -43,23 +45,21 @@ export async function forwardAuthRoute(fastify: FastifyInstance): Promise<void> 
       },
       handler: async (request, reply) => {
         reply.header('cache-control', 'no-store');
-        const original = originalRequest(request.headers, request.method, suffixOf(request.url, endpoint));
-        if (original === undefined) {
-          return refuse(request, reply, 'GH_ERR_REQUEST_INVALID', 'the proxy sent neither X-Forwarded-Uri nor X-Original-URL with a path');
-        }
-        // `/public/../admin` could match one route here and be another path at the upstream.
-        if (isAmbiguousPath(original.path)) return refuse(request, reply, 'GH_ERR_REQUEST_INVALID', 'the path has dot segments or backslashes');
-        const route = routes.match(original.path);
-        if (route === undefined) return refuse(request, reply, 'GH_ERR_ROUTE_NOT_FOUND');
+        const original = originalRequest(request.raw.headersDistinct, request.method, suffixOf(request.url, endpoint));
+        if (!original.ok) return refuse(request, reply, gatehouseError('GH_ERR_REQUEST_INVALID', { detail: original.reason }));
+        // The path rule and the route table, as for a proxied request: the decision is on the path the upstream reads.
+        const view = requestView(routes, original.url, original.method);
+        if (!isRequestView(view)) return refuse(request, reply, view);
+        const { route } = view;
         if (route.auth === 'public') return reply.code(200).send();
         // The CSRF rule applies to every request that would go upstream with a session (README "Routes").
         if (route.auth === 'required' && isCrossSite(original.method, request.headers)) return refuse(request, reply, 'GH_ERR_CSRF_REJECTED');
 
         let admission: Admission | null = null;
         try {
-          const resolved = await resolveSession(request);
+          const resolved = await resolveSessionId(context, request.cookies[cookies.sessionName], request.log);
           if (resolved !== null && route.auth === 'optional' && isCrossSite(original.method, request.headers)) return refuse(request, reply, 'GH_ERR_CSRF_REJECTED');
-          if (resolved !== null) admission = await admitFresh(fastify.gatehouse, route, resolved, request.log);
+          if (resolved !== null) admission = await admitFresh(context, route, resolved, request.log);
         } catch (err) {
           // A refresh the AS rejected has ended the user's sessions: from here on the browser is signed out.
           if (!(isGatehouseError(err) && err.code === 'GH_ERR_SESSION_REQUIRED')) throw err;
@@ -75,35 +75,25 @@ export async function forwardAuthRoute(fastify: FastifyInstance): Promise<void> 
           return refuse(request, reply, 'GH_ERR_SESSION_REQUIRED');
         }
         request.userId = admission.user;
-        if (!admission.allowed) return refuse(request, reply, 'GH_ERR_NOT_ALLOWED', admission.user);
-        return reply.code(200).headers(passHeaders(route, admission)).send();
+        if (admission.verdict === 'forbidden') return refuse(request, reply, gatehouseError('GH_ERR_NOT_ALLOWED', { detail: admission.user }));
+        const pass = { identity: admission.identity, token: upstreamToken(route, admission), proof: '' };
+        return reply.code(200).headers(upstreamHeaders.asserted(pass)).send();
       },
     });
+  }
+
+  /**
+   * A refusal as JSON whatever the request's Accept: the proxy, not a page,
+   * reads it (nginx only its status; Caddy and Traefik pass it on).
+   */
+  function refuse(request: FastifyRequest, reply: FastifyReply, error: ErrorCode | GatehouseError): FastifyReply {
+    const refusal = typeof error === 'string' ? gatehouseError(error) : error;
+    request.errorCode = refusal.code;
+    return errorResponse.send(request, reply, refusal, undefined, 'json');
   }
 }
 
 /** `/api/x?y` of `/forward-auth/api/x?y`; undefined for the endpoint itself. */
 function suffixOf(url: string, endpoint: string): string | undefined {
   return url.length > endpoint.length && url[endpoint.length] === '/' ? url.slice(endpoint.length) : undefined;
-}
-
-/** The route's identity headers and, unless it is `token: none`, the fresh access token: for the proxy to copy upstream. */
-function passHeaders(route: Route, admission: Admission): Record<string, string> {
-  const headers: Record<string, string> = { ...admission.identity };
-  if (route.sendsToken) headers.authorization = `Bearer ${admission.tokens.accessToken}`;
-  return headers;
-}
-
-/**
- * A refusal as JSON whatever the request's Accept: the proxy, not a page,
- * reads it (nginx only its status; Caddy and Traefik pass it on).
- */
-function refuse(request: FastifyRequest, reply: FastifyReply, code: ErrorCode, detail?: string): FastifyReply {
-  const error = gatehouseError(code, detail === undefined ? {} : { detail });
-  const row = errorRow(code);
-  request.errorCode = code;
-  return reply
-    .code(error.statusCode)
-    .type('application/json; charset=utf-8')
-    .send(row.bare ? { error: row.slug } : { error: row.slug, message: error.message });
 }

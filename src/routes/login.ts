@@ -56,8 +56,8 @@ export async function loginRoute(fastify: FastifyInstance): Promise<void> {
    */
   function proxiedReturnTo(request: FastifyRequest): string | undefined {
     if (forwardAuthProxies === undefined || !forwardAuthProxies.has(request.socket.remoteAddress)) return undefined;
-    const original = originalRequest(request.headers, request.method);
+    const original = originalRequest(request.raw.headersDistinct, request.method);
     // A browser that asked for the login path itself returns to the default.
-    return original === undefined || original.path === ownPath ? undefined : original.url;
+    return !original.ok || original.path === ownPath ? undefined : original.url;
   }
 }

@@ -2,7 +2,7 @@ import * as oidc from 'openid-client';
 import type { FastifyInstance, FastifyRequest, RawRequestDefaultExpression } from 'fastify';
 import { gatehouseError } from '../errors.js';
 import { requestCheck } from '../http/csrf.js';
-import { resolveSession, type ResolvedSession } from '../session/resolve.js';
+import { resolveSessionId, type ResolvedSession } from '../access/resolve.js';
 import { endSessionsAndRevoke } from '../session/ending.js';
 
 /**
@@ -34,7 +34,7 @@ export async function logoutRoute(fastify: FastifyInstance): Promise<void> {
       if (isCrossSite(request)) throw gatehouseError('GH_ERR_CSRF_REJECTED');
       const everywhere = (request.query as Record<string, string | string[] | undefined>).everywhere;
       if (Array.isArray(everywhere)) throw gatehouseError('GH_ERR_REQUEST_INVALID', { detail: 'everywhere was given more than once' });
-      const resolved = await resolveSession(request);
+      const resolved = await resolveSessionId(fastify.gatehouse, request.cookies[fastify.gatehouse.cookies.sessionName], request.log);
       const wantsEverywhere = everywhere === '1' || everywhere === 'true';
       if (wantsEverywhere && !mayEndEverywhere(request)) request.log.info('logout everywhere from a request not shown to be same-origin: this browser only');
       const idToken = resolved ? await endSession(request, resolved, wantsEverywhere && mayEndEverywhere(request)) : undefined;

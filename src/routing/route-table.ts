@@ -15,6 +15,8 @@ export interface IdentityHeader {
 export interface Route {
   /** The configured path without a trailing slash ('/' stays '/'). */
   path: string;
+  /** How many segments `path` has (0 for '/'): what `stripPrefix` removes. */
+  segments: number;
   /** What metrics and access-log lines call the route: its path, or `proxy` for the one-route form. */
   label: string;
   /** `http://host:port` of the upstream: the only host this route's requests, and its tokens, go to. */
@@ -48,7 +50,7 @@ export interface RouteTable {
   match(path: string): Route | undefined;
 }
 
-/** The one route of a config without `routes` (SPEC §9). */
+/** The one route of a config without `routes` (README "Routes"). */
 const ONE_ROUTE_LABEL = 'proxy';
 
 /**
@@ -80,6 +82,7 @@ function compileRoute(entry: RouteConfig, label: string | undefined): Route {
   const path = normalRoutePath(entry.path);
   return {
     path,
+    segments: path === '/' ? 0 : path.split('/').length - 1,
     label: label ?? path,
     origin: upstream.origin,
     basePath: upstream.pathname.replace(/\/+$/, ''),

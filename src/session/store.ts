@@ -373,7 +373,20 @@ function withTimeout<T>(pending: Promise<T>, timeoutMs: number): Promise<T> {
   if (timeoutMs === Infinity) return pending;
   let timer: NodeJS.Timeout | undefined;
   const expired = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => reject(new Error(`the store did not answer within ${timeoutMs} ms`)), timeoutMs);
+    timer = setTimeout(() => reject(new StoreTimeoutError(timeoutMs)), timeoutMs);
   });
   return Promise.race([pending, expired]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * The store did not answer in time. Its `code` is what the "store
+ * unavailable" log line names (src/failure.ts reads it), so nothing has to
+ * recognise the failure by its message.
+ */
+export class StoreTimeoutError extends Error {
+  override readonly name = 'StoreTimeoutError';
+  readonly code = 'TIMEOUT';
+  constructor(readonly timeoutMs: number) {
+    super(`the store did not answer within ${timeoutMs} ms`);
+  }
 }

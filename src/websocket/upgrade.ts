@@ -1,15 +1,18 @@
-import { STATUS_CODES, type IncomingMessage, type Server } from 'node:http';
+import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyBaseLogger } from 'fastify';
 import { fastifyCookie } from '@fastify/cookie';
 import WebSocket, { WebSocketServer } from 'ws';
-import { errorRow, gatehouseError, isGatehouseError, type ErrorCode } from '../errors.js';
-import { endToEndHeaders } from '../http/hop-by-hop.js';
-import type { GatewayContext } from '../plugins/gateway-context.js';
-import { resolveSessionId, type ResolvedSession } from '../session/resolve.js';
-import { admitFresh, type Admission } from '../routing/route-access.js';
-import { upstreamPath, type Route } from '../routing/route-table.js';
-import { isAmbiguousPath, isUnder } from '../config/route-paths.js';
+import { gatehouseError, isGatehouseError, type GatehouseError } from '../errors.js';
+import type { GatewayContext } from '../context.js';
+import { rawErrorResponse, rawResponse } from '../http/error-response.js';
+import { requestId } from '../http/request-id.js';
+import { normalPath } from '../http/request-path.js';
+import { resolveSessionId, type ResolvedSession } from '../access/resolve.js';
+import { admitFresh, type Admission } from '../access/admission.js';
+import { isRequestView, requestView, type RequestView } from '../access/request-view.js';
+import { ANONYMOUS, UpstreamHeaders, upstreamProof, upstreamToken, upstreamUrl, type UpstreamPass } from '../access/upstream-identity.js';
+import { isUnder } from '../config/route-paths.js';
 import { relay } from './relay.js';
 import type { OpenSockets } from './open-sockets.js';
 
@@ -19,61 +22,68 @@ interface SignedIn {
   admission: Admission;
 }
 
-/** Request headers the upstream's handshake never gets from the browser: ws sets its own key, version and extensions. */
-const HANDSHAKE_HEADERS = new Set(['sec-websocket-key', 'sec-websocket-version', 'sec-websocket-extensions', 'sec-websocket-protocol', 'host']);
+/** Request headers the upstream's handshake never gets from the browser: ws sets its own key, version, extensions and Host. */
+const HANDSHAKE_HEADERS = ['sec-websocket-key', 'sec-websocket-version', 'sec-websocket-extensions', 'sec-websocket-protocol', 'host'];
+
+/** RFC 6455 §4.1: the key is 16 random bytes, base64: 22 characters and `==`. */
+const WEBSOCKET_KEY = /^[A-Za-z0-9+/]{22}==$/;
 
 /**
  * WebSocket upgrades on routes with `websocket: true` (README "WebSockets and
- * server-sent events"). Before the browser's handshake is answered: the
- * route's auth (401, never a redirect), the Origin (the publicUrl origin or
- * one of csrf.allowedOrigins, else 403), a stale token refreshed; then the
- * upstream's handshake, with the token, the identity headers and every
- * subprotocol the browser offered. Only when the upstream accepted is the
- * browser's upgrade completed, with the subprotocol the upstream chose; a
- * refusal reaches the browser with the upstream's status.
+ * server-sent events"). Before anything goes upstream: the browser's
+ * handshake (RFC 6455 §4.1: GET, HTTP/1.1, a 16-byte key, version 13, an
+ * origin-form target; else 400), the path rule and the route table
+ * (src/access/request-view.ts), the route's auth (401, never a redirect),
+ * the Origin (the publicUrl origin or one of csrf.allowedOrigins, else
+ * 403), a stale token refreshed, `allow`. Then the upstream's handshake, to
+ * the route's origin, with what src/access/upstream-identity.ts puts on
+ * every upstream request (the token, Bearer or DPoP with a proof, the
+ * identity headers, X-Request-Id, X-Forwarded-*, the cookies without the
+ * gateway's) and every subprotocol the browser offered. Only when the
+ * upstream accepted is the browser's upgrade completed, with the
+ * subprotocol the upstream chose; a refusal reaches the browser with the
+ * upstream's status.
  */
 export function proxyWebSockets(server: Server, context: GatewayContext, sockets: OpenSockets, log: FastifyBaseLogger): void {
-  const { routes, cookies, clock, site, clientAddressing: addressing } = context;
+  const { routes, cookies, clock, site, dpop, clientAddressing: addressing } = context;
   // ws closes a socket whose peer sends a larger message with 1009 before holding it whole.
   const maxPayload = context.config.limits.websocketMessageBytes;
   const browserSide = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload });
   const gatewayPaths = new Set(Object.values(context.config.paths));
   // Envoy's ext_authz asks at the forward-auth path + the original path: that whole subtree is the gateway's.
   const forwardAuthPath = context.config.paths.forwardAuth;
+  const upstreamHeaders = new UpstreamHeaders(context, HANDSHAKE_HEADERS);
 
   server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
     // A client that goes away mid-handshake must not take the process with it.
     socket.on('error', () => socket.destroy());
     upgrade(request, socket, head).catch((err: unknown) => {
       if (isGatehouseError(err)) {
-        refuse(socket, err.code as ErrorCode, err.statusCode);
+        refuse(socket, err);
         return;
       }
       log.error({ err }, 'websocket upgrade failed');
-      refuse(socket, 'GH_ERR_INTERNAL');
+      refuse(socket, gatehouseError('GH_ERR_INTERNAL'));
     });
   });
 
   async function upgrade(request: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
-    const url = request.url ?? '/';
-    const query = url.indexOf('?');
-    const path = query < 0 ? url : url.slice(0, query);
-    if (isAmbiguousPath(path)) throw gatehouseError('GH_ERR_REQUEST_INVALID', { detail: 'the path holds a "." or ".." segment or a backslash' });
-    // The gateway's own paths come before every route, for an upgrade as for a request: a `/` route never gets them.
-    if (gatewayPaths.has(path) || isUnder(path, forwardAuthPath)) throw gatehouseError('GH_ERR_REQUEST_INVALID', { detail: 'this path does not accept WebSocket upgrades' });
-    const route = routes.match(path);
-    if (route === undefined) throw gatehouseError('GH_ERR_ROUTE_NOT_FOUND');
-    if (!route.websocket) throw gatehouseError('GH_ERR_REQUEST_INVALID', { detail: 'this path does not accept WebSocket upgrades' });
+    const invalid = handshakeProblem(request);
+    if (invalid !== undefined) throw gatehouseError('GH_ERR_REQUEST_INVALID', { detail: invalid });
+    const view = viewOf(request.url!);
+    const { route } = view;
     // Browsers always send Origin on an upgrade: a missing or foreign one is cross-site WebSocket hijacking.
     const origin = request.headers.origin;
     if (origin === undefined || !site.allowedOrigins.has(origin)) throw gatehouseError('GH_ERR_CSRF_REJECTED');
 
-    const session = route.auth === 'public' ? null : await signedIn(request, route);
-    const headers = upstreamHeaders(request, route, session);
-    const protocols = offeredProtocols(request.headers['sec-websocket-protocol']);
-    const target = `${route.origin.replace(/^http/, 'ws')}${upstreamPath(route, url)}`;
-    const upstream = new WebSocket(target, protocols, {
-      headers,
+    const session = route.auth === 'public' ? null : await signedIn(request, view);
+    const target = upstreamUrl(route, view.upstreamPath, view.query);
+    const pass = session === null ? ANONYMOUS : await passFor(view, session, target);
+    const peer = request.socket.remoteAddress ?? '';
+    const headers = upstreamHeaders.forUpstream(request.headers, peer, addressing.forwardedForPeer(peer, request.headers['x-forwarded-for']), requestId(request), pass);
+    target.protocol = target.protocol === 'https:' ? 'wss:' : 'ws:';
+    const upstream = new WebSocket(target, offeredProtocols(request.headers['sec-websocket-protocol']), {
+      headers: singleValued(headers),
       perMessageDeflate: false,
       followRedirects: false,
       handshakeTimeout: route.timeout * 1000,
@@ -81,13 +91,13 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
     });
     upstream.once('unexpected-response', (_request, response) => {
       response.resume();
-      refuseWithStatus(socket, response.statusCode ?? 502);
+      if (!socket.destroyed) socket.end(rawResponse(response.statusCode ?? 502, ''));
       upstream.terminate();
     });
     upstream.once('error', (err) => {
       if (upstream.readyState === WebSocket.CONNECTING || upstream.readyState === WebSocket.CLOSED) {
-        log.warn({ failure: { type: err.name, endpoint: `${route.origin}${upstreamPath(route, path)}` } }, 'upstream websocket failed');
-        refuse(socket, 'GH_ERR_UPSTREAM_UNAVAILABLE');
+        log.warn({ failure: { type: err.name, endpoint: `${route.origin}${view.upstreamPath}` } }, 'upstream websocket failed');
+        refuse(socket, gatehouseError('GH_ERR_UPSTREAM_UNAVAILABLE'));
       }
     });
     upstream.once('open', () => {
@@ -113,8 +123,23 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
     });
   }
 
+  /** The request's view; throws the 400 (the path rule, a gateway path, a route without `websocket`) or 404. */
+  function viewOf(target: string): RequestView {
+    // The gateway's own paths come before every route, for an upgrade as for a request: a `/` route never gets them.
+    const query = target.indexOf('?');
+    const normal = normalPath(query < 0 ? target : target.slice(0, query));
+    if (normal.ok && (gatewayPaths.has(normal.match) || isUnder(normal.match, forwardAuthPath))) {
+      throw gatehouseError('GH_ERR_REQUEST_INVALID', { detail: 'this path does not accept WebSocket upgrades' });
+    }
+    const view = requestView(routes, target, 'GET');
+    if (!isRequestView(view)) throw view;
+    if (!view.route.websocket) throw gatehouseError('GH_ERR_REQUEST_INVALID', { detail: 'this path does not accept WebSocket upgrades' });
+    return view;
+  }
+
   /** The admitted user of a required or optional route; null when an optional route has none. */
-  async function signedIn(request: IncomingMessage, route: Route): Promise<SignedIn | null> {
+  async function signedIn(request: IncomingMessage, view: RequestView): Promise<SignedIn | null> {
+    const { route } = view;
     const cookie = request.headers.cookie;
     const sessionId = cookie === undefined ? undefined : fastifyCookie.parse(cookie)[cookies.sessionName];
     const resolved = await resolveSessionId(context, sessionId, log, clock.now());
@@ -125,55 +150,50 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
     // A refresh the AS rejected has ended the session: on an optional route the socket opens without it.
     const admission = await admitFresh(context, route, resolved, log);
     if (admission === null) return null;
-    if (!admission.allowed) throw gatehouseError('GH_ERR_NOT_ALLOWED', { detail: admission.user });
+    if (admission.verdict === 'forbidden') throw gatehouseError('GH_ERR_NOT_ALLOWED', { detail: admission.user });
     return { resolved, admission };
   }
 
-  function upstreamHeaders(request: IncomingMessage, route: Route, session: SignedIn | null): Record<string, string> {
-    const peer = request.socket.remoteAddress ?? '';
-    const replaced = addressing.replacedHeadersOf(peer);
-    const incoming = endToEndHeaders(
-      request.headers,
-      (name) =>
-        HANDSHAKE_HEADERS.has(name) || name === 'authorization' || name === 'dpop' || routes.identityHeaderNames.has(name) || replaced(name),
-    );
-    const headers: Record<string, string> = {};
-    for (const [name, value] of Object.entries(incoming)) {
-      if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
-    }
-    const cookie = request.headers.cookie === undefined ? undefined : cookies.stripOwn(request.headers.cookie);
-    if (cookie !== undefined) headers.cookie = cookie;
-    if (session !== null) {
-      Object.assign(headers, session.admission.identity);
-      if (route.sendsToken) headers.authorization = `Bearer ${session.admission.tokens.accessToken}`;
-    }
-    headers['x-forwarded-for'] = addressing.forwardedForPeer(peer, request.headers['x-forwarded-for']);
-    headers['x-forwarded-proto'] = site.proto;
-    headers['x-forwarded-host'] = site.host;
-    return headers;
+  /** The identity headers and the token for the upstream's handshake; with `provider.dpop`, its proof for that GET (RFC 9449 §7.1). */
+  async function passFor(view: RequestView, session: SignedIn, target: URL): Promise<UpstreamPass> {
+    const { admission } = session;
+    const token = upstreamToken(view.route, admission);
+    const proof = token === '' ? '' : await upstreamProof(dpop, admission.tokens, 'GET', target);
+    return { identity: admission.identity, token, proof };
   }
+}
+
+/**
+ * Why the browser's handshake is not one RFC 6455 §4.1 allows, or
+ * undefined: checked before anything else, so a malformed upgrade never
+ * costs an upstream connection.
+ */
+export function handshakeProblem(request: IncomingMessage): string | undefined {
+  if (request.method !== 'GET') return 'a WebSocket handshake is a GET';
+  if (request.httpVersion !== '1.1') return 'a WebSocket handshake is HTTP/1.1';
+  if (request.headers.upgrade?.toLowerCase() !== 'websocket') return 'only WebSocket upgrades are accepted';
+  const key = request.headers['sec-websocket-key'];
+  if (key === undefined || !WEBSOCKET_KEY.test(key)) return 'Sec-WebSocket-Key is not 16 bytes in base64';
+  if (request.headers['sec-websocket-version'] !== '13') return 'Sec-WebSocket-Version is not 13';
+  if (request.url === undefined || request.url[0] !== '/') return 'the request target is not a path';
+  return undefined;
 }
 
 function offeredProtocols(header: string | undefined): string[] {
   return header === undefined ? [] : header.split(',').map((protocol) => protocol.trim()).filter((protocol) => protocol !== '');
 }
 
-/** Answers a refused upgrade on the raw socket, as the gateway's JSON error. */
-function refuse(socket: Duplex, code: ErrorCode, status = errorRow(code).status): void {
-  const row = errorRow(code);
-  const body = JSON.stringify(row.bare ? { error: row.slug } : { error: row.slug, message: gatehouseError(code).message });
-  writeResponse(socket, status, body);
+/** ws takes one value per header: repeated ones joined as HTTP allows (RFC 9110 §5.3). */
+function singleValued(headers: Record<string, string | string[] | undefined>): Record<string, string> {
+  const single: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value !== undefined) single[name] = Array.isArray(value) ? value.join(', ') : value;
+  }
+  return single;
 }
 
-/** The upstream refused the handshake: the browser gets its status, not its body or headers. */
-function refuseWithStatus(socket: Duplex, status: number): void {
-  writeResponse(socket, status, '');
-}
-
-function writeResponse(socket: Duplex, status: number, body: string): void {
+/** Answers a refused upgrade on the raw socket with the gateway's error answer. */
+function refuse(socket: Duplex, error: GatehouseError): void {
   if (socket.destroyed) return;
-  const type = body === '' ? '' : 'Content-Type: application/json; charset=utf-8\r\n';
-  socket.end(
-    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n${type}Content-Length: ${Buffer.byteLength(body)}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n${body}`,
-  );
+  socket.end(rawErrorResponse(error));
 }

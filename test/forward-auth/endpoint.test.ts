@@ -90,11 +90,12 @@ t.test('forwardAuth.redirect: a navigation goes to sign-in on publicUrl with the
   const page = await ask(h, '/orders/7?tab=items&x=%2F', navigate);
   t.equal(page.status, 302);
   t.equal(page.headers.location, `${h.url}/login?returnTo=${encodeURIComponent('/orders/7?tab=items&x=%2F')}`);
-  for (const uri of ['//evil.example/x', '/%2F%2Fevil.example', '/%0d%0aLocation:%20https://evil.example']) {
+  for (const uri of ['//evil.example/x', '/%0d%0aLocation:%20https://evil.example']) {
     const answer = await ask(h, uri, navigate);
     t.equal(answer.headers.location, `${h.url}/login?returnTo=%2F`, `${uri}: returnTo falls back to /`);
   }
   t.equal((await ask(h, '/\\evil.example', navigate)).status, 400, 'a backslash, raw or encoded: refused outright');
+  t.equal((await ask(h, '/%2F%2Fevil.example', navigate)).status, 400, 'an encoded "/": refused by the path rule (README "Routes")');
   t.equal((await ask(h, '/%5Cevil.example', navigate)).status, 400);
   const absolute = await httpSend(h.url, { path: '/forward-auth', headers: { 'x-original-url': 'https://evil.example/next', accept: 'text/html' } });
   t.equal(absolute.headers.location, `${h.url}/login?returnTo=%2Fnext`, 'an absolute X-Original-URL gives its path only, never its host');

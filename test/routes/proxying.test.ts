@@ -58,11 +58,13 @@ t.test('routes end to end', async (t) => {
 
   t.test('a token goes only to the upstream of the route that matched', async (t) => {
     forgetSeen(h);
-    for (const path of ['/api/orders/1', '/api/orders//evil.example/x', '/api/orders/%2F%2Fevil.example']) {
+    for (const path of ['/api/orders/1', '/api/orders//evil.example/x']) {
       const response = await fetch(`${h.url}${path}`, { headers: { cookie: alice.cookie } });
       await response.arrayBuffer();
     }
-    t.equal(h.api.seen.length, 3);
+    // An encoded "/" is refused by the path rule (README "Routes"): nothing goes anywhere.
+    t.equal((await fetch(`${h.url}/api/orders/%2F%2Fevil.example`, { headers: { cookie: alice.cookie } })).status, 400);
+    t.equal(h.api.seen.length, 2);
     t.ok(h.api.seen.every((seen) => /^Bearer [\w-]+$/.test(String(seen.headers.authorization))), 'the orders upstream got the token');
     t.equal(h.docs.seen.length + h.web.seen.length, 0, 'no other upstream saw these requests');
     for (const path of ['/assets/app.js', '/assets/x']) await (await fetch(`${h.url}${path}`, { headers: { cookie: alice.cookie } })).arrayBuffer();

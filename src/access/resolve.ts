@@ -1,8 +1,8 @@
-import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
-import type { GatewayContext } from '../plugins/gateway-context.js';
-import { hashSessionId, isSessionIdShaped } from './session-id.js';
-import type { SessionRecord, TokenRecord } from './store.js';
-import { endSessionsAndRevoke } from './ending.js';
+import type { FastifyBaseLogger } from 'fastify';
+import type { GatewayContext } from '../context.js';
+import { hashSessionId, isSessionIdShaped } from '../session/session-id.js';
+import type { SessionRecord, TokenRecord } from '../session/store.js';
+import { endSessionsAndRevoke } from '../session/ending.js';
 
 /** A browser's live session and the token record it shares with the user's other sessions. */
 export interface ResolvedSession {
@@ -19,18 +19,6 @@ export interface ResolvedSession {
  * after its last request (never later).
  */
 const IDLE_WRITE_FRACTION = 10;
-
-/**
- * Cookie -> session -> token record. Null when there is no cookie, the id
- * is unknown or expired, the session has been idle longer than
- * `session.idleTimeout` (it is then ended), or the user's record no longer
- * lists this session (it was ended with all of the user's sessions). With a
- * warm cache this is one hash and two LRU lookups, no I/O.
- */
-export async function resolveSession(request: FastifyRequest, now = request.server.gatehouse.clock.now()): Promise<ResolvedSession | null> {
-  const context = request.server.gatehouse;
-  return resolveSessionId(context, request.cookies[context.cookies.sessionName], request.log, now);
-}
 
 /**
  * {@link resolveSessionId} when the in-process cache alone can answer, without
@@ -56,7 +44,15 @@ function usedRecently(context: GatewayContext, session: SessionRecord, now: numb
   return idleMs <= 0 || (session.seenAt !== undefined && now - session.seenAt < idleMs / IDLE_WRITE_FRACTION);
 }
 
-/** {@link resolveSession} for a session id read elsewhere (a WebSocket upgrade, which Fastify does not route). */
+/**
+ * Session cookie value -> session -> token record, for every way in (a
+ * proxied request, a WebSocket upgrade, forward-auth, the gateway's own
+ * paths). Null when there is no cookie, the id is unknown or expired, the
+ * session has been idle longer than `session.idleTimeout` (it is then
+ * ended), or the user's record no longer lists this session (it was ended
+ * with all of the user's sessions). With a warm cache this is one hash and
+ * two LRU lookups, no I/O.
+ */
 export async function resolveSessionId(
   context: GatewayContext,
   sessionId: string | undefined,

@@ -1,0 +1,63 @@
+import type { Config } from './config/schema.js';
+import type { Provider } from './oauth/provider.js';
+import type { TokenRefresher } from './oauth/refresh.js';
+import type { DpopKeys } from './oauth/dpop.js';
+import type { PendingLogins } from './oauth/pending-login.js';
+import type { SessionStore } from './session/store.js';
+import type { GatewayCookies } from './http/cookies.js';
+import type { Metrics } from './metrics/metrics.js';
+import type { Clock } from './clock.js';
+import type { PageRenderer } from './http/page-template.js';
+import type { RouteTable } from './routing/route-table.js';
+import type { CrossSiteRule } from './http/csrf.js';
+import type { ClientAddressing } from './http/client-address.js';
+import type { ErrorResponse, GatewayLinks } from './http/error-response.js';
+
+/** `server.publicUrl` taken apart once: what the browser sees of the gateway. */
+export interface Site {
+  /** `https://app.example.com` */
+  origin: string;
+  /** `app.example.com[:port]`, sent upstream as X-Forwarded-Host. */
+  host: string;
+  /** `https` or `http`, sent upstream as X-Forwarded-Proto. */
+  proto: string;
+  /** The publicUrl origin and csrf.allowedOrigins: who may send unsafe requests and open WebSockets. */
+  allowedOrigins: ReadonlySet<string>;
+}
+
+/**
+ * Everything the routes, plugins, the WebSocket upgrade and forward-auth
+ * share, built once by buildGateway (src/app.ts). It lives at the top of
+ * src/ so that no room imports another room's plugin to learn its type.
+ */
+export interface GatewayContext {
+  config: Config;
+  provider: Provider;
+  store: SessionStore;
+  refresher: TokenRefresher;
+  /** With `provider.dpop`: the users' DPoP keys and proofs (RFC 9449); otherwise undefined. */
+  dpop: DpopKeys | undefined;
+  pendingLogins: PendingLogins;
+  cookies: GatewayCookies;
+  metrics: Metrics;
+  /** The gateway's own HTML pages and their CSP (README "Pages"). */
+  pages: PageRenderer;
+  /** publicUrl + paths.callback: the redirect_uri registered at the AS. */
+  redirectUri: string;
+  /** Path of publicUrl without a trailing slash ('' at the root): prefix of links the browser follows. */
+  basePath: string;
+  site: Site;
+  /** The cross-site request rule of SECURITY.md (src/http/csrf.ts), built once. */
+  crossSite: CrossSiteRule;
+  /** `server.trustProxy` applied: the client address and the X-Forwarded-For chain (src/http/client-address.ts). */
+  clientAddressing: ClientAddressing;
+  /** `routes` (or the one-route form), compiled once: which upstream, auth and headers a path gets. */
+  routes: RouteTable;
+  /** What tells the time where it decides an outcome (idle timeout, token expiry). */
+  clock: Clock;
+  /** The sign-in and sign-out links pages offer, computed once. */
+  links: GatewayLinks;
+  /** The one renderer of error answers, JSON and pages (src/http/error-response.ts). */
+  errorResponse: ErrorResponse;
+}
+

@@ -1,0 +1,182 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { LRUCache } from 'lru-cache';
+import type { GatewayContext } from '../context.js';
+import { gatehouseError } from '../errors.js';
+import { requestCheck } from '../http/csrf.js';
+import { isNavigation } from '../http/request-kind.js';
+import { resolveCached, resolveStored, type ResolvedSession } from '../access/resolve.js';
+import { admit, admitFresh, type Admission } from '../access/admission.js';
+import { isRequestView, requestView } from '../access/request-view.js';
+import { upstreamProof, upstreamToken, upstreamUrl } from '../access/upstream-identity.js';
+import type { TokenRecord } from '../session/store.js';
+import type { Route } from '../routing/route-table.js';
+import type { Exchange } from './request-state.js';
+import type { UserSlots } from './user-slots.js';
+
+/** The answer to every request without a session on a required route: built once, never thrown (no stack trace per request). */
+const NOT_SIGNED_IN = gatehouseError('GH_ERR_SESSION_REQUIRED');
+
+/** Methods whose request, without a body, can be sent twice: safe and bodiless (RFC 9110 §9.2.1). */
+const RETRYABLE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+export type PreHandler = (request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => void;
+
+/**
+ * The proxy's preHandler (README "How it works"): the request's view (the
+ * route chosen on its normalised path, src/access/request-view.ts), the
+ * CSRF check, the session, the token (a refresh only when stale), who may
+ * pass, and what goes upstream, all decided by src/access/. A signed-in
+ * request whose session and fresh token are in the cache is decided
+ * without a promise (the hot path: BENCHMARKS.md); anything that needs the
+ * store or the AS goes through `authenticateUser`.
+ * @param refusedAfterRetry userKey -> the access token the upstream refused
+ * even right after a replacement (src/plugins/proxy.ts): such a request is not retried again.
+ */
+export function createAuthenticate(context: GatewayContext, slots: UserSlots, refusedAfterRetry: LRUCache<string, string>): PreHandler {
+  const { cookies, refresher, dpop, routes, crossSite, clock, errorResponse, links } = context;
+  const isCrossSite = requestCheck(crossSite);
+
+  function authenticate(request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void): void {
+    const exchange = exchangeOf(request);
+    const { route } = exchange;
+    if (route.auth !== 'public') {
+      const now = clock.now();
+      const resolved = resolveCached(context, request.cookies[cookies.sessionName], now);
+      // A DPoP proof is signed asynchronously: such a request always takes the async path.
+      if (resolved == null || dpop || !refresher.isFresh(resolved.tokens, now)) {
+        authenticateUser(request, reply, exchange, resolved, now).then((answered) => {
+          if (answered === undefined) exchange.startedAt = process.hrtime.bigint();
+          done();
+        }, done);
+        return;
+      }
+      if (isCrossSite(request)) throw gatehouseError('GH_ERR_CSRF_REJECTED');
+      enter(request, reply, exchange, resolved);
+      if (pass(request, reply, exchange, admit(route, resolved, resolved.tokens), resolved.tokens) !== undefined) return;
+    }
+    exchange.startedAt = process.hrtime.bigint();
+    done();
+  }
+
+  /** The request's view and its Exchange; throws the 400 or 404 that ends it. */
+  function exchangeOf(request: FastifyRequest): Exchange {
+    const view = requestView(routes, request.url, request.method);
+    if (!isRequestView(view)) throw view;
+    const exchange: Exchange = {
+      route: view.route,
+      path: view.upstreamPath,
+      identity: undefined,
+      token: '',
+      proof: '',
+      startedAt: 0n,
+      seconds: -1,
+      userKey: '',
+      retryable: false,
+      retried: false,
+      holdsSlot: false,
+    };
+    request.exchange = exchange;
+    return exchange;
+  }
+
+  /**
+   * Session, token, `allow` and identity headers of a required or optional
+   * route, when the cache alone could not decide (`cached` is what it
+   * knew); a reply when the request ends here.
+   */
+  async function authenticateUser(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    exchange: Exchange,
+    cached: ResolvedSession | null | undefined,
+    now: number,
+  ): Promise<FastifyReply | undefined> {
+    const { route } = exchange;
+    const required = route.auth === 'required';
+    const crossSiteRequest = isCrossSite(request);
+    if (required && crossSiteRequest) throw gatehouseError('GH_ERR_CSRF_REJECTED');
+    const resolved = cached === undefined ? await resolveStored(context, request.cookies[cookies.sessionName]!, request.log, now) : cached;
+    if (!resolved) {
+      if (required) return unauthenticated(request, reply, route);
+      if (request.cookies[cookies.sessionName] !== undefined) cookies.clearSession(reply);
+      return undefined;
+    }
+    // The CSRF rule holds for every request proxied with a session (README "Routes").
+    if (crossSiteRequest) throw gatehouseError('GH_ERR_CSRF_REJECTED');
+    enter(request, reply, exchange, resolved);
+    const admission = await admitFresh(context, route, resolved, request.log);
+    if (admission === null) {
+      // An optional route whose session the AS just ended (a rejected refresh) goes on without it.
+      cookies.clearSession(reply);
+      slots.release(request);
+      request.userId = undefined;
+      return undefined;
+    }
+    const answered = pass(request, reply, exchange, admission, resolved.tokens);
+    if (answered === undefined && dpop && exchange.token !== '') {
+      exchange.proof = await upstreamProof(dpop, admission.tokens, request.method, upstreamUrl(route, exchange.path));
+    }
+    return answered;
+  }
+
+  /** A signed-in request enters: who it is, and one of its user's `limits.perUserConcurrency` slots (429 when none is left). */
+  function enter(request: FastifyRequest, reply: FastifyReply, exchange: Exchange, resolved: ResolvedSession): void {
+    exchange.userKey = resolved.session.userId;
+    request.userId = resolved.tokens.user ?? resolved.session.userId;
+    slots.take(request, reply);
+  }
+
+  /**
+   * What goes upstream for an admitted user: the 403 when `allow` refuses
+   * them, else the identity headers and the token. `resolvedTokens` is the
+   * record before any refresh: a token issued during this very request is
+   * not worth replacing if the upstream refuses it.
+   */
+  function pass(request: FastifyRequest, reply: FastifyReply, exchange: Exchange, admission: Admission, resolvedTokens: TokenRecord): FastifyReply | undefined {
+    if (admission.verdict === 'forbidden') {
+      request.errorCode = 'GH_ERR_NOT_ALLOWED';
+      return errorResponse.send(request, reply, gatehouseError('GH_ERR_NOT_ALLOWED', { detail: admission.user }), links.signOut);
+    }
+    exchange.identity = admission.identity;
+    exchange.token = upstreamToken(exchange.route, admission);
+    if (exchange.token === '') return undefined;
+    exchange.retryable =
+      admission.tokens === resolvedTokens &&
+      RETRYABLE_METHODS.has(request.method) &&
+      !hasBody(request) &&
+      refusedAfterRetry.peek(exchange.userKey) !== exchange.token;
+    return undefined;
+  }
+
+  /**
+   * A required route without a session (README "What the browser sees"): a
+   * GET or HEAD navigation goes through sign-in and back
+   * (`onUnauthenticated: auto`), unless this browser has just signed in and
+   * came back without the session cookie: it refused it, and another
+   * redirect would loop. Everything else gets 401, JSON or the sign-in page.
+   */
+  function unauthenticated(request: FastifyRequest, reply: FastifyReply, route: Route): FastifyReply {
+    if (route.onUnauthenticated === '401') {
+      request.errorCode = NOT_SIGNED_IN.code;
+      return errorResponse.send(request, reply, NOT_SIGNED_IN, undefined, 'json');
+    }
+    if (route.onUnauthenticated === 'page' || (request.method !== 'GET' && request.method !== 'HEAD') || !isNavigation(request)) {
+      request.errorCode = NOT_SIGNED_IN.code;
+      return errorResponse.send(request, reply, NOT_SIGNED_IN);
+    }
+    const hasSessionCookie = request.cookies[cookies.sessionName] !== undefined;
+    if (!hasSessionCookie && request.cookies[cookies.signedInName] !== undefined) {
+      request.errorCode = 'GH_ERR_COOKIE_REFUSED';
+      return errorResponse.send(request, reply, gatehouseError('GH_ERR_COOKIE_REFUSED'), links.signInFor(request));
+    }
+    if (hasSessionCookie) cookies.clearSession(reply);
+    return reply.header('cache-control', 'no-store').redirect(links.signIn(`${links.basePath}${request.url}`).href, 302);
+  }
+
+  return authenticate;
+}
+
+function hasBody(request: FastifyRequest): boolean {
+  const length = request.headers['content-length'];
+  return (length !== undefined && length !== '0') || request.headers['transfer-encoding'] !== undefined;
+}
