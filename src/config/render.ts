@@ -37,7 +37,8 @@ function redactStorePassword(value: string): string {
   return `${url.protocol}//${url.username}:${REDACTED}@${url.host}${url.pathname}${url.search}${url.hash}`;
 }
 
-const URL_USERINFO = /^([a-z][a-z0-9+.-]*:\/\/)([^@/?#]*)@/i;
+// Greedy to the authority's last @ (as `new URL` reads it): a password with a raw @ is hidden whole.
+const URL_USERINFO = /^([a-z][a-z0-9+.-]*:\/\/)([^/?#]*)@/i;
 const SECRET_PARAMETER = /([?&](?:password|pass|secret|token|key|auth|access_token|api[_-]?key)=)[^&#]*/gi;
 
 /**

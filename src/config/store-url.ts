@@ -104,3 +104,16 @@ function decode(text: string): string {
     throw new Error('bad percent-encoding in the credentials or master name');
   }
 }
+
+/**
+ * Where a store is, for a log line: its URL without user-info, query or
+ * fragment. Everything up to the URL's last `@` goes first, so a password
+ * holding raw `@`, `:`, `/`, `?` or `#` is dropped whole, whatever a URL
+ * parser would make of it: `redis://u:p@ss@host:6379/0` -> `redis://host:6379/0`.
+ */
+export function storeEndpoint(url: string): string {
+  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(url)?.[0] ?? '';
+  const at = url.lastIndexOf('@');
+  const rest = at < scheme.length ? url.slice(scheme.length) : url.slice(at + 1);
+  return `${scheme}${rest.replace(/[?#].*$/s, '')}`;
+}

@@ -3,6 +3,7 @@ import type { FastifyError } from 'fastify';
 import { gatehouseError, isGatehouseError, type GatehouseError } from '../errors.js';
 import { causeCode } from '../failure.js';
 import { normalPath } from '../http/request-path.js';
+import { storeEndpoint } from '../config/store-url.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -22,14 +23,14 @@ type ErrorCode = GatehouseError['code'];
 export const errorsPlugin = fp(
   async (fastify) => {
     const { config, errorResponse } = fastify.gatehouse;
-    const storeEndpoint = withoutCredentials(config.session.store);
+    const storeAt = storeEndpoint(config.session.store);
     fastify.decorateRequest('errorCode', undefined);
     fastify.setErrorHandler((error: FastifyError, request, reply) => {
       const known = toGatehouseError(error);
       // A refusal (401, 403, 400...) is an everyday event: its code goes on the request's one access-log line.
       if (known.statusCode < 500) request.errorCode = known.code;
       else if (known.code === 'GH_ERR_STORE_UNAVAILABLE') {
-        request.log.error({ code: known.code, failure: { code: causeCode(known.cause) ?? causeName(known.cause), endpoint: storeEndpoint } }, 'store unavailable');
+        request.log.error({ code: known.code, failure: { code: causeCode(known.cause) ?? causeName(known.cause), endpoint: storeAt } }, 'store unavailable');
       } else request.log.error({ err: error, code: known.code }, 'request failed');
       return errorResponse.send(request, reply, known);
     });
@@ -47,10 +48,6 @@ export const errorsPlugin = fp(
   { name: 'gatehouse-errors', fastify: '5.x', dependencies: ['gatehouse-context'] },
 );
 
-/** `redis://user:secret@host:6379/0?x` -> `redis://host:6379/0`: where the store is, never its password. */
-function withoutCredentials(url: string): string {
-  return url.replace(/\/\/[^@/]*@/, '//').replace(/[?#].*$/, '');
-}
 
 function causeName(cause: unknown): string | undefined {
   return cause instanceof Error ? cause.name : undefined;

@@ -35,6 +35,9 @@ t.test('a store URL with a password only, or without one, is printed accordingly
   const sentinel = renderConfig(loadConfig(withKeys({ session: { store: 'rediss+sentinel://gh:s3cr%40t@s1:26379,s2:26379/mymaster/1' } }), {}));
   t.equal((parseYaml(sentinel) as { session: { store: string } }).session.store, 'rediss+sentinel://gh:[redacted]@s1:26379,s2:26379/mymaster/1', 'Sentinel: several hosts');
   t.notOk(sentinel.includes('s3cr'));
+  const rawAt = renderConfig(loadConfig(withKeys({ session: { store: 'redis://gh:p@ss:w@rd@127.0.0.1:6379/0' } }), {}));
+  t.equal((parseYaml(rawAt) as { session: { store: string } }).session.store, 'redis://gh:[redacted]@127.0.0.1:6379/0', 'a raw @ and : in the password: hidden whole');
+  t.notOk(rawAt.includes('ss:w') || rawAt.includes('rd@'), 'no part of it printed');
   const cluster = renderConfig(loadConfig(withKeys({ session: { store: 'redis+cluster://:hunter2hunter2@n1:6379,n2:6379' } }), {}));
   t.equal((parseYaml(cluster) as { session: { store: string } }).session.store, 'redis+cluster://:[redacted]@n1:6379,n2:6379', 'Cluster');
   const none = renderConfig(loadConfig(withKeys({ session: { store: 'redis://127.0.0.1:6379/0' } }), {}));
