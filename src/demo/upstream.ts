@@ -317,7 +317,6 @@ function tokenState(token: Introspection, live: UpstreamOptions['live']): Record
  * by its length only, cookies by name only, and the X-Forwarded-* headers.
  */
 function describeRequest(req: IncomingMessage): { authorization: string; cookies: string[]; forwarded: Record<string, string> } {
-  const bearer = BEARER.exec(req.headers.authorization ?? '')?.[1];
   const cookies = (req.headers.cookie ?? '')
     .split(';')
     .map((pair) => pair.split('=')[0]!.trim())
@@ -327,10 +326,18 @@ function describeRequest(req: IncomingMessage): { authorization: string; cookies
     if (name.startsWith('x-forwarded-') && value !== undefined) forwarded[name] = String(value);
   }
   return {
-    authorization: bearer === undefined ? 'none' : `Bearer …(${bearer.length} characters, never shown)`,
+    authorization: req.headers.authorization === undefined ? 'none' : describeAuthorization(req.headers.authorization),
     cookies,
     forwarded,
   };
+}
+
+const AUTHORIZATION = /^([A-Za-z]+) +(\S+) *$/;
+
+/** `Bearer …(43 characters, never shown)`: the scheme and the credential's length, never the credential. */
+function describeAuthorization(value: string): string {
+  const match = AUTHORIZATION.exec(value);
+  return match === null ? `…(${value.length} characters, never shown)` : `${match[1]} …(${match[2]!.length} characters, never shown)`;
 }
 
 async function me({ req, res, token, live }: Exchange): Promise<void> {
@@ -371,8 +378,9 @@ async function echoRequest({ req, res, record, token }: Exchange): Promise<void>
 `);
 }
 
+/** The request's headers as received, but the token by its length only: the demo never shows a token to the browser. */
 async function headers({ req, res }: Exchange): Promise<void> {
-  sendJson(res, 200, req.headers);
+  sendJson(res, 200, { ...req.headers, ...(req.headers.authorization === undefined ? {} : { authorization: describeAuthorization(req.headers.authorization) }) });
 }
 
 async function setCookie({ res, query }: Exchange): Promise<void> {
