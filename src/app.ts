@@ -12,6 +12,7 @@ import { PendingLogins } from './oauth/pending-login.js';
 import { openBackend } from './session/backends/open.js';
 import { Sealer } from './session/seal.js';
 import { SessionStore } from './session/store.js';
+import { SessionHandles } from './session/handle.js';
 import { GatewayCookies } from './http/cookies.js';
 import { cutStalledClients } from './http/stalled-clients.js';
 import { ClientAddressing, trustFunction } from './http/client-address.js';
@@ -34,6 +35,7 @@ import { sessionRoute } from './routes/session.js';
 import { signedOutRoute } from './routes/signed-out.js';
 import { backchannelLogoutRoute } from './routes/backchannel-logout.js';
 import { forwardAuthRoute } from './routes/forward-auth.js';
+import { securityEventsRoute } from './routes/security-events.js';
 import { buildAdmin } from './admin/server.js';
 import { Readiness } from './admin/readiness.js';
 import { systemClock, type Clock } from './clock.js';
@@ -97,6 +99,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
     config,
     provider,
     store,
+    sessionHandles: new SessionHandles(config.session.encryptionKeys),
     metrics,
     clock,
     dpop,
@@ -155,6 +158,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   await app.register(signedOutRoute);
   await app.register(backchannelLogoutRoute);
   await app.register(forwardAuthRoute);
+  await app.register(securityEventsRoute);
   // Forward-auth only: nothing is proxied, so no token ever goes to an upstream from here.
   if (!config.forwardAuth.only) await app.register(proxyPlugin);
 

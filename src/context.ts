@@ -4,6 +4,7 @@ import type { TokenRefresher } from './oauth/refresh.js';
 import type { DpopKeys } from './oauth/dpop.js';
 import type { PendingLogins } from './oauth/pending-login.js';
 import type { SessionStore } from './session/store.js';
+import type { SessionHandles } from './session/handle.js';
 import type { GatewayCookies } from './http/cookies.js';
 import type { Metrics } from './metrics/metrics.js';
 import type { Clock } from './clock.js';
@@ -34,6 +35,8 @@ export interface GatewayContext {
   config: Config;
   provider: Provider;
   store: SessionStore;
+  /** Pseudonyms of sessions: what the session API lists and ends, an assertion's `sid` (README "Ending sessions"). */
+  sessionHandles: SessionHandles;
   refresher: TokenRefresher;
   /** With `provider.dpop`: the users' DPoP keys and proofs (RFC 9449); otherwise undefined. */
   dpop: DpopKeys | undefined;

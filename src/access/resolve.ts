@@ -35,6 +35,8 @@ export function resolveCached(context: GatewayContext, sessionId: string | undef
   if (session === undefined || !usedRecently(context, session, now)) return undefined;
   const tokens = store.peekTokens(session.userId);
   if (tokens === undefined || tokens.sessions[hash] === undefined) return undefined;
+  // A Set lookup; the first use in a minute is written in the background (the session API's lastSeenAt).
+  store.noteSeen(hash, now, session.expiresAt);
   return { hash, session, tokens };
 }
 
@@ -94,6 +96,7 @@ export async function resolveStored(context: GatewayContext, sessionId: string, 
       return null;
     }
   }
+  store.noteSeen(hash, now, session.expiresAt);
   return { hash, session, tokens };
 }
 

@@ -2,11 +2,13 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import type { Logger } from 'pino';
 import type { Metrics } from '../metrics/metrics.js';
 import type { Readiness } from './readiness.js';
+import { sessionApi } from './sessions.js';
 
 /**
  * The admin app (README "Observe"), on its own listener that is never exposed:
  * liveness, readiness (provider metadata loaded, store answered within 5 s,
- * not shutting down) and Prometheus metrics.
+ * not shutting down), Prometheus metrics and, with `admin.token`, the
+ * session API (README "Ending sessions").
  */
 export async function buildAdmin(metrics: Pick<Metrics, 'registry'>, readiness: Readiness, logger: Logger): Promise<FastifyInstance> {
   const admin = Fastify({ loggerInstance: logger.child({ listener: 'admin' }) as FastifyBaseLogger, logController: new LogController({ disableRequestLogging: true }) });
@@ -19,5 +21,16 @@ export async function buildAdmin(metrics: Pick<Metrics, 'registry'>, readiness: 
     const registry = metrics.registry;
     return reply.type(registry.contentType).send(await registry.metrics());
   });
+  const { config } = context;
+  if (config.admin.token !== undefined) {
+    sessionApi(admin, {
+      token: config.admin.token,
+      store: context.store,
+      provider: context.provider,
+      handles: context.sessionHandles,
+      userIdClaim: config.provider.userIdClaim,
+      issuer: config.provider.issuer,
+    });
+  }
   return admin;
 }

@@ -6,9 +6,10 @@ import { SESSION_RULES, sessionWarnings } from './checks/session.js';
 import { ROUTE_RULES } from './checks/routes.js';
 import { PAGE_RULES } from './checks/pages.js';
 import { MACHINE_CLIENT_RULES, machineClientWarnings } from './checks/machine-clients.js';
+import { IDENTITY_RULES } from './checks/identity.js';
 
 /** Every cross-key rule, by area (src/config/checks/<area>.ts); a new rule goes into its area's list. */
-const RULES: readonly Rule[] = [...SERVER_RULES, ...PROVIDER_RULES, ...SESSION_RULES, ...ROUTE_RULES, ...PAGE_RULES, ...MACHINE_CLIENT_RULES];
+const RULES: readonly Rule[] = [...SERVER_RULES, ...PROVIDER_RULES, ...SESSION_RULES, ...ROUTE_RULES, ...PAGE_RULES, ...MACHINE_CLIENT_RULES, ...IDENTITY_RULES];
 
 /**
  * Settings that work but do not do what they seem to: `gatehouse check`

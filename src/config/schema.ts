@@ -93,6 +93,19 @@ const RouteSchema = Type.Object(
       uniqueItems: true,
       errorMessage: 'must be a list of session and/or bearer, each at most once',
     }),
+    /** A signed identity assertion (JWT) in a header for the upstream to verify (README "Identity assertion"). */
+    assertion: Type.Optional(
+      Type.Object(
+        {
+          header: Type.String({ pattern: HEADER_NAME, default: 'X-Gatehouse-Assertion', errorMessage: 'must be a header name such as X-Gatehouse-Assertion' }),
+          /** The JWT's `aud`; default the route's upstream origin. */
+          audience: Type.Optional(text()),
+          /** Claims of the user copied into the JWT when present (besides iss, aud, sub, iat, exp, sid). */
+          claims: Type.Array(Type.String({ minLength: 1 }), { default: [], errorMessage: 'must be a list of claim names such as [email, groups]' }),
+        },
+        { additionalProperties: false, default: {}, errorMessage: 'must be a mapping with header, audience and/or claims' },
+      ),
+    ),
     /** Time to the upstream's response head; then 504. */
     timeout: duration('30s'),
   },
@@ -143,6 +156,8 @@ export const ConfigSchema = Type.Object(
     admin: section({
       host: text('127.0.0.1'),
       port: port(9091),
+      /** Turns on the session API (README "Ending sessions"): the bearer every call must present, at least 32 characters. */
+      token: Type.Optional(text()),
     }),
     provider: section({
       issuer: Type.Optional(text()),
@@ -171,6 +186,21 @@ export const ConfigSchema = Type.Object(
       postLogoutRedirectUri: Type.Optional(text()),
       /** Seconds to wait for the authorization server on each request. */
       timeout: duration('10s'),
+    }),
+    /** Identity assertions (README "Identity assertion"): the keys that sign them and how long each is valid. */
+    assertion: section({
+      /** PKCS#8 PEM private keys, EC P-256 (ES256) or Ed25519 (EdDSA): the first signs, all are published at paths.jwks. */
+      signingKeys: Type.Optional(Type.Array(text(), { minItems: 1, errorMessage: 'must be a list of PKCS#8 PEM private keys' })),
+      lifetime: duration('5m'),
+    }),
+    /** OpenID Shared Signals (README "Ending sessions"): an identity provider's transmitter that may end users' sessions. */
+    securityEvents: section({
+      /** The transmitter's `iss`, exactly. */
+      issuer: Type.Optional(text()),
+      /** The `aud` the transmitter gives this receiver. */
+      audience: Type.Optional(text()),
+      /** Where the transmitter's signing keys are published. */
+      jwksUri: Type.Optional(text()),
     }),
     upstream: text('http://127.0.0.1:3000'),
     /** Several upstreams and per-path auth (README "Routes"); without it every path goes to `upstream` with `auth: required`. */
@@ -216,6 +246,10 @@ export const ConfigSchema = Type.Object(
       backchannelLogout: text('/backchannel-logout'),
       /** Forward-auth: where a reverse proxy asks "may this request pass, and as whom?" (only with forwardAuth.trustedProxies). */
       forwardAuth: text('/forward-auth'),
+      /** The public keys of assertion.signingKeys (only with them). */
+      jwks: text('/.well-known/jwks.json'),
+      /** Where an identity provider pushes Security Event Tokens (RFC 8935; only with securityEvents). */
+      securityEvents: text('/security-events'),
     }),
     forwardAuth: section({
       /**
@@ -285,7 +319,7 @@ export type RouteConfig = StaticDecode<typeof RouteSchema>;
 export type MachineIssuerConfig = StaticDecode<typeof MachineIssuerSchema>;
 
 /** Paths of secret values, shown as `[redacted]` by `gatehouse check`. */
-export const SECRET_KEYS = ['provider.clientSecret', 'provider.privateKey', 'session.encryptionKeys'] as const;
+export const SECRET_KEYS = ['provider.clientSecret', 'provider.privateKey', 'session.encryptionKeys', 'admin.token', 'assertion.signingKeys'] as const;
 
 /**
  * Whether cookies carry the Secure attribute, resolving `session.cookieSecure: auto` from publicUrl.

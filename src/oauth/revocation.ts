@@ -2,6 +2,8 @@ import * as oidc from 'openid-client';
 import type { FastifyBaseLogger } from 'fastify';
 import { describeFailure, type Provider } from './provider.js';
 import { traceAsCall } from '../tracing/tracing.js';
+import { endSessions, type EndedSessions } from '../session/ending.js';
+import type { SessionStore } from '../session/store.js';
 
 /**
  * Revokes a refresh token at the revocation endpoint (RFC 7009), when the
@@ -15,4 +17,16 @@ export async function revokeRefreshToken(provider: Provider, refreshToken: strin
   } catch (err) {
     log.warn({ failure: describeFailure(err, provider.configuration.serverMetadata().revocation_endpoint) }, 'refresh token revocation failed');
   }
+}
+
+/**
+ * Ends every session of the user whose record key is `userId`, on every
+ * replica, and revokes the refresh token, as a logout everywhere does: the
+ * session API's `DELETE /sessions?user=` and an identity provider's security
+ * event (README "Ending sessions"). Null when the user has no record.
+ */
+export async function endEverySession(store: SessionStore, provider: Provider, userId: string, log: FastifyBaseLogger): Promise<EndedSessions | null> {
+  const result = await endSessions(store, userId, () => true);
+  if (result?.record.refreshToken !== undefined) await revokeRefreshToken(provider, result.record.refreshToken, log);
+  return result;
 }

@@ -7,6 +7,7 @@ import { identify } from '../oauth/identify.js';
 import { readTokenResponse } from '../oauth/token-set.js';
 import { hashSessionId, newSessionId } from '../session/session-id.js';
 import { logoutLinkName } from '../session/ending.js';
+import { emailLinkName, handleLinkName, userLinkName } from '../session/user-links.js';
 import { userLock } from '../session/keys.js';
 import { sha256Base64url } from '../hash.js';
 import { traceAsCall } from '../tracing/tracing.js';
@@ -26,7 +27,7 @@ type CallbackQuery = Record<string, string | string[] | undefined>;
  * a new session, and the browser is sent to its returnTo.
  */
 export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
-  const { config, provider, pendingLogins, cookies, store, metrics, redirectUri, clock, dpop, errorResponse, links } = fastify.gatehouse;
+  const { config, provider, pendingLogins, cookies, store, metrics, redirectUri, clock, dpop, errorResponse, links, sessionHandles } = fastify.gatehouse;
   const ttlMs = config.session.ttl * 1000;
   const expectIdToken = provider.isOpenIdProvider && config.provider.scopes.includes('openid');
   const loginHref = links.login;
@@ -75,12 +76,14 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
         { userId: identity.userId, user: identity.user, ...issued, claims: identity.claims, sessions: { ...sessions, [hash]: expiresAt }, ...(dpopKey ? { dpopKey: dpopKey.key } : {}) },
         now,
       );
-      await store.saveSession(hash, { userId: identity.userId, expiresAt, seenAt: now, ...(logoutIds.sid === undefined ? {} : { sid: logoutIds.sid }) }, now);
+      await store.saveSession(hash, { userId: identity.userId, expiresAt, seenAt: now, createdAt: now, ...(logoutIds.sid === undefined ? {} : { sid: logoutIds.sid }) }, now);
       await Promise.all(evicted.map((old) => store.deleteSession(old)));
     });
     await saveLogoutLinks(identity.userId, logoutIds, ttlMs);
+    const handle = sessionHandles.of(hash);
+    await saveAdministrationLinks(identity, handle, ttlMs);
     metrics.logins.inc({ result: 'ok' });
-    request.log.info({ userId: identity.user }, 'session created');
+    request.log.info({ userId: identity.user, session: handle }, 'session created');
 
     cookies.setSession(reply, sessionId);
     cookies.setSignedIn(reply, true);
@@ -102,6 +105,21 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
   /** Links `sid` to the user for as long as the session lives; a `sub` needs no link, it is half of the user's key. */
   async function saveLogoutLinks(userId: string, ids: { sid?: string; sub?: string }, ttl: number): Promise<void> {
     if (ids.sid !== undefined) await store.saveLink(logoutLinkName('sid', ids.sid), userId, ttl);
+  }
+
+  /**
+   * How the session API and security events find this user and this session
+   * (README "Ending sessions"): by the shown user id, by email, by the
+   * session's handle; each for as long as the session lives.
+   */
+  async function saveAdministrationLinks(identity: { userId: string; user: string; claims: Record<string, unknown> }, handle: string, ttl: number): Promise<void> {
+    const issuer = provider.isOpenIdProvider ? provider.configuration.serverMetadata().issuer : '';
+    const email = identity.claims.email;
+    await Promise.all([
+      store.saveLink(userLinkName(issuer, identity.user), identity.userId, ttl),
+      store.saveLink(handleLinkName(handle), identity.userId, ttl),
+      ...(typeof email === 'string' && email.length > 0 ? [store.saveLink(emailLinkName(email), identity.userId, ttl)] : []),
+    ]);
   }
 
   async function claimState(state: string): Promise<boolean> {

@@ -20,6 +20,8 @@ export const KEY_PREFIX = {
   lock: 'lock:',
   /** A sign-in rate-limit counter, by route and client address. */
   rate: 'r:',
+  /** When a session was last used (ms), by the hash of its id; written at most once a minute (README "Ending sessions"). */
+  seen: 'v:',
 } as const;
 
 /** The lock under which one user's token record is read, changed and written. */

@@ -14,6 +14,8 @@ export interface SessionRecord {
   sid?: string;
   /** Last recorded use, ms since the epoch, for `session.idleTimeout` (written at most every tenth of it). */
   seenAt?: number;
+  /** When the sign-in created it, ms since the epoch (absent in sessions from before it was kept). */
+  createdAt?: number;
 }
 
 /** Everything the gateway holds for one user; shared by all of the user's sessions. */
@@ -50,6 +52,12 @@ const PING_INTERVAL_MS = 2000;
  */
 const CALL_TIMEOUT_MS = 2000;
 const SWEEP_INTERVAL_MS = 10 * 60 * 1000;
+/**
+ * The grain of a session's last use as the session API shows it (README
+ * "Ending sessions"): each replica writes it at most once per session in
+ * this window, in the background, never on every request.
+ */
+export const SEEN_GRAIN_MS = 60 * 1000;
 
 type Cached = { kind: 'session'; record: SessionRecord } | { kind: 'tokens'; record: TokenRecord };
 
@@ -81,6 +89,8 @@ export class SessionStore {
   readonly #versions: LRUCache<string, number>;
   /** Bumped with every version: how a read learns that some write overlapped it. */
   #touches = 0;
+  /** Hashes of the sessions whose use this replica recorded in the current SEEN_GRAIN_MS window. */
+  #seen = new Set<string>();
 
   constructor(backend: Backend, sealer: Sealer, cacheSize: number) {
     this.#backend = backend;
@@ -93,6 +103,7 @@ export class SessionStore {
       },
     });
     this.#timers.push(setInterval(() => void this.ping(), PING_INTERVAL_MS).unref());
+    this.#timers.push(setInterval(() => this.#seen.clear(), SEEN_GRAIN_MS).unref());
     if (backend.sweep) this.#timers.push(setInterval(() => void this.#call(backend.sweep!).catch(() => {}), SWEEP_INTERVAL_MS).unref());
     backend.invalidation?.listen((key) => {
       if (key === undefined) {
@@ -168,6 +179,29 @@ export class SessionStore {
 
   async deleteSession(hash: string): Promise<void> {
     await this.#write(`${KEY_PREFIX.session}${hash}`, undefined, () => this.#backend.keyv.delete(`${KEY_PREFIX.session}${hash}`));
+  }
+
+  /**
+   * Records that the session `hash` was used at `now`: the first use in each
+   * SEEN_GRAIN_MS window writes it, in the background (a failed write is
+   * dropped: the last use is informative, the idle timeout has its own
+   * `seenAt`); every other use costs one Set lookup and no I/O. Kept apart
+   * from the session entry so that a late write never brings back a session
+   * that a logout just deleted.
+   */
+  noteSeen(hash: string, now: number, expiresAt: number): void {
+    if (this.#seen.has(hash)) return;
+    this.#seen.add(hash);
+    if (!this.#available) return;
+    const key = `${KEY_PREFIX.seen}${hash}`;
+    this.#call(() => this.#backend.keyv.set(key, now, Math.max(1, expiresAt - now))).catch(() => undefined);
+  }
+
+  /** When the session `hash` was last recorded as used (ms), or undefined. Never cached: the session API reads it. */
+  async lastSeen(hash: string): Promise<number | undefined> {
+    this.#assertAvailable();
+    const seen = await this.#call(() => this.#backend.keyv.get(`${KEY_PREFIX.seen}${hash}`));
+    return typeof seen === 'number' ? seen : undefined;
   }
 
   /** The user's token record; `fromBackend` skips the cache (to re-read under a lock). */

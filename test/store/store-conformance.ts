@@ -123,6 +123,34 @@ export async function storeConformance(t: Test, url: string, cwd: string): Promi
     await writer.saveSession(hashSessionId(newSessionId()), { userId: 'eli', expiresAt: Date.now() + 60_000 });
     t.equal(await count(), before + 1);
   });
+
+  t.test('a session keeps its creation time, and its last use is recorded once a minute, apart from the session', async (t) => {
+    const hash = hashSessionId(newSessionId());
+    const createdAt = Date.now() - 5_000;
+    const expiresAt = Date.now() + 60_000;
+    await writer.saveSession(hash, { userId: 'gus', expiresAt, createdAt });
+    t.match(await reader().getSession(hash), { userId: 'gus', expiresAt, createdAt }, 'createdAt is kept');
+    t.equal(await reader().lastSeen(hash), undefined, 'never used yet');
+    const user = open([oldKey]);
+    const first = Date.now();
+    user.noteSeen(hash, first, expiresAt);
+    user.noteSeen(hash, first + 1_000, expiresAt);
+    await waitFor(async () => (await reader().lastSeen(hash)) !== undefined);
+    t.equal(await reader().lastSeen(hash), first, 'the first use of the minute is written; the next one in the minute is not');
+    await writer.deleteSession(hash);
+    const late = open([oldKey]);
+    late.noteSeen(hash, first + 2_000, expiresAt);
+    await waitFor(async () => (await reader().lastSeen(hash)) === first + 2_000);
+    t.equal(await reader().getSession(hash), null, 'a use recorded after a logout never brings back the deleted session');
+  });
+}
+
+async function waitFor(condition: () => Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 200; i += 1) {
+    if (await condition()) return;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  throw new Error('not within 1 s');
 }
 
 

@@ -4,7 +4,7 @@ import { parseUrl, PATH_PATTERN, type Rule } from './rule.js';
 /** Headers the gateway sets itself on every upstream request (or that frame the message): never an identity header. */
 /** A domain as `allow.emailDomains` compares it: labels of letters, digits and dashes. */
 const EMAIL_DOMAIN = /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
-const RESERVED_HEADERS = new Set([
+export const RESERVED_HEADERS = new Set([
   'authorization',
   'cookie',
   'host',

@@ -82,8 +82,11 @@ class CoherentRedisAdapter extends KeyvRedis<string> {
       const fence = lockFence.getStore();
       if (fence) return void (await this.#fenced(fence, key, value, px));
     }
+    const expiration = px === undefined ? undefined : { expiration: { type: 'PX' as const, value: px } };
+    // A session's last use is never cached: no other replica needs to hear of it.
+    if (key.startsWith(KEY_PREFIX.seen)) return void (await this.#redis.set(this.createKeyPrefix(key, this.namespace), value, expiration));
     const multi = this.#redis.multi();
-    multi.set(this.createKeyPrefix(key, this.namespace), value, px === undefined ? undefined : { expiration: { type: 'PX', value: px } });
+    multi.set(this.createKeyPrefix(key, this.namespace), value, expiration);
     if (key.startsWith(SESSION_PREFIX)) multi.zAdd(this.#sessions, { score: Date.now() + (px ?? Number.MAX_SAFE_INTEGER), value: key.slice(SESSION_PREFIX.length) });
     multi.publish(this.#invalidation.channel, this.#invalidation.message(key));
     await multi.exec();
