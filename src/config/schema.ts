@@ -103,7 +103,7 @@ const RouteSchema = Type.Object(
           /** Claims of the user copied into the JWT when present (besides iss, aud, sub, iat, exp, sid). */
           claims: Type.Array(Type.String({ minLength: 1 }), { default: [], errorMessage: 'must be a list of claim names such as [email, groups]' }),
         },
-        { additionalProperties: false, default: {}, errorMessage: 'must be a mapping with header, audience and/or claims' },
+        { additionalProperties: false, errorMessage: 'must be a mapping with header, audience and/or claims ({} for the defaults)' },
       ),
     ),
     /** Time to the upstream's response head; then 504. */

@@ -86,7 +86,7 @@ export class SecurityEventVerifier {
         issuer: this.#issuer,
         audience: this.#audience,
         algorithms: ALGORITHMS,
-        maxTokenAge: SET_MAX_AGE_MS / 1000,
+        requiredClaims: ['iat'],
         clockTolerance: SET_CLOCK_SKEW_MS / 1000,
         currentDate: new Date(now),
       }));
@@ -95,6 +95,10 @@ export class SecurityEventVerifier {
     }
     // RFC 8417 §2.3: explicit typing keeps another kind of JWT from passing as a SET.
     if (typ !== undefined && !['secevent+jwt', 'application/secevent+jwt'].includes(typ.toLowerCase())) throw new SetRejection('invalid_request', 'its typ is not secevent+jwt');
+    // Issued within the last 10 minutes, exactly: the skew only forgives an iat slightly ahead of this clock.
+    const issuedAt = payload.iat! * 1000;
+    if (issuedAt < now - SET_MAX_AGE_MS) throw new SetRejection('invalid_request', 'it was issued more than 10 minutes ago (iat)');
+    if (issuedAt > now + SET_CLOCK_SKEW_MS) throw new SetRejection('invalid_request', 'its iat is in the future');
     if (typeof payload.jti !== 'string' || payload.jti.length === 0) throw new SetRejection('invalid_request', 'it has no jti');
     // RFC 8417 §2.2: a SET has no nonce (an ID token must not pass for one).
     if (payload.nonce !== undefined) throw new SetRejection('invalid_request', 'it carries a nonce');
