@@ -187,21 +187,6 @@ export const ConfigSchema = Type.Object(
       /** Seconds to wait for the authorization server on each request. */
       timeout: duration('10s'),
     }),
-    /** Identity assertions (README "Identity assertion"): the keys that sign them and how long each is valid. */
-    assertion: section({
-      /** PKCS#8 PEM private keys, EC P-256 (ES256) or Ed25519 (EdDSA): the first signs, all are published at paths.jwks. */
-      signingKeys: Type.Optional(Type.Array(text(), { minItems: 1, errorMessage: 'must be a list of PKCS#8 PEM private keys' })),
-      lifetime: duration('5m'),
-    }),
-    /** OpenID Shared Signals (README "Ending sessions"): an identity provider's transmitter that may end users' sessions. */
-    securityEvents: section({
-      /** The transmitter's `iss`, exactly. */
-      issuer: Type.Optional(text()),
-      /** The `aud` the transmitter gives this receiver. */
-      audience: Type.Optional(text()),
-      /** Where the transmitter's signing keys are published. */
-      jwksUri: Type.Optional(text()),
-    }),
     upstream: text('http://127.0.0.1:3000'),
     /** Several upstreams and per-path auth (README "Routes"); without it every path goes to `upstream` with `auth: required`. */
     routes: Type.Optional(Type.Array(RouteSchema, { minItems: 1, errorMessage: 'must be a list of routes, each with path and upstream' })),
@@ -308,6 +293,21 @@ export const ConfigSchema = Type.Object(
       /** Requests one client address may make to the login path, and as many to the callback path, per `window`; 0 turns the limit off. */
       max: Type.Integer({ minimum: 0, default: 60, errorMessage: 'must be a whole number of requests (0 = no limit)' }),
       window: duration('1m'),
+    }),
+    /** Identity assertions (README "Identity assertion"): the keys that sign them and how long each is valid. */
+    assertion: section({
+      /** PKCS#8 PEM private keys, EC P-256 (ES256) or Ed25519 (EdDSA): the first signs, all are published at paths.jwks. */
+      signingKeys: Type.Optional(Type.Array(text(), { minItems: 1, errorMessage: 'must be a list of PKCS#8 PEM private keys' })),
+      lifetime: duration('5m'),
+    }),
+    /** OpenID Shared Signals (README "Ending sessions"): an identity provider's transmitter that may end users' sessions. */
+    securityEvents: section({
+      /** The transmitter's `iss`, exactly. */
+      issuer: Type.Optional(text()),
+      /** The `aud` the transmitter gives this receiver. */
+      audience: Type.Optional(text()),
+      /** Where the transmitter's signing keys are published. */
+      jwksUri: Type.Optional(text()),
     }),
   },
   { additionalProperties: false },

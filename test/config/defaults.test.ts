@@ -42,13 +42,15 @@ t.test('every key not given takes the default of README "Configuration"', async 
       encryptionKeys: [KEY],
     },
     tokens: { refreshSkew: 30, defaultLifetime: 300 },
-    paths: { login: '/login', callback: '/callback', logout: '/logout', session: '/session', backchannelLogout: '/backchannel-logout', signedOut: '/signed-out', forwardAuth: '/forward-auth' },
+    paths: { login: '/login', callback: '/callback', logout: '/logout', session: '/session', backchannelLogout: '/backchannel-logout', signedOut: '/signed-out', forwardAuth: '/forward-auth', jwks: '/.well-known/jwks.json', securityEvents: '/security-events' },
     forwardAuth: { redirect: false, only: false },
     csrf: { allowedOrigins: [] },
     pages: { productName: 'gatehouse' },
     limits: { perUserConcurrency: 64, websocketMessageBytes: 16 * 1024 * 1024 },
     machineClients: { issuers: [], introspection: false, cacheTtl: 60 },
     rateLimit: { max: 60, window: 60 },
+    assertion: { lifetime: 300 },
+    securityEvents: {},
   });
   for (const key of ['authorizationEndpoint', 'tokenEndpoint', 'userinfoEndpoint', 'revocationEndpoint', 'endSessionEndpoint'] as const) {
     t.notOk(key in config.provider, `provider.${key} has no default`);

@@ -46,7 +46,7 @@ t.test('a store URL with a password only, or without one, is printed accordingly
 
 t.test('the printed config is the effective one: defaults included, durations with units, sections in documented order', async (t) => {
   const printed = parseYaml(renderConfig(loadConfig(withKeys({ tokens: { refreshSkew: 90 }, session: { ttl: '7d' } }), {}))) as Record<string, Record<string, unknown>>;
-  t.strictSame(Object.keys(printed), ['server', 'admin', 'provider', 'upstream', 'session', 'tokens', 'paths', 'forwardAuth', 'csrf', 'pages', 'limits', 'machineClients', 'rateLimit']);
+  t.strictSame(Object.keys(printed), ['server', 'admin', 'provider', 'upstream', 'session', 'tokens', 'paths', 'forwardAuth', 'csrf', 'pages', 'limits', 'machineClients', 'rateLimit', 'assertion', 'securityEvents']);
   t.strictSame(Object.keys(printed.server!), ['host', 'port', 'publicUrl', 'trustProxy', 'shutdownGrace', 'idleTimeout', 'maxHeaderSize']);
   t.equal(printed.server!.idleTimeout, '1m', 'server.idleTimeout defaults to 60 s');
   t.equal(printed.tokens!.refreshSkew, '90s');
