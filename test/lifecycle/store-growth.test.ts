@@ -53,13 +53,19 @@ t.test('expired sessions and their token records leave the sqlite file', async (
   const count = (list: Row[], kind: string) => list.filter((row) => kindOf(row.key) === kind).length;
   t.equal(count(before, 's'), 18, '18 session rows');
   t.equal(count(before, 't'), 6, 'one token record per user');
-  t.equal(count(before, 'l'), 18, 'one sid link per session');
+  const links = (kind: string) => before.filter((row) => row.key.split(':').slice(1, 3).join(':') === `l:${kind}`).length;
+  t.equal(links('sid'), 18, 'one sid link per session');
+  // README "Ending sessions": how the session API and security events find a user and a session.
+  t.equal(links('handle'), 18, 'one handle link per session');
+  t.equal(links('user'), 6, 'one user link per user');
+  t.equal(links('email'), 6, 'one email link per user');
+  t.equal(count(before, 'l'), 48, 'no other link');
   t.ok(
     before.every((row) => typeof row.expires === 'number'),
     'every row carries an expiry',
   );
   t.ok(
-    before.filter((row) => ['s', 't', 'l'].includes(kindOf(row.key))).every((row) => row.expires! <= signedInUntil + 50),
+    before.filter((row) => ['s', 't', 'l', 'v'].includes(kindOf(row.key))).every((row) => row.expires! <= signedInUntil + 50),
     'sessions, token records and links expire with the sessions',
   );
 
