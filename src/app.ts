@@ -166,7 +166,12 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   if (!config.forwardAuth.only) proxyWebSockets(app.server, context, websockets, logger as FastifyBaseLogger);
 
   const readiness = new Readiness(provider, store);
-  const admin = await buildAdmin(metrics, readiness, logger);
+  const { token } = config.admin;
+  const sessionApi =
+    token === undefined
+      ? undefined
+      : { token, store, provider, handles: context.sessionHandles, userIdClaim: config.provider.userIdClaim, issuer: config.provider.issuer };
+  const admin = await buildAdmin(metrics, readiness, logger, sessionApi);
   return {
     app,
     admin,

@@ -2,15 +2,20 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import type { Logger } from 'pino';
 import type { Metrics } from '../metrics/metrics.js';
 import type { Readiness } from './readiness.js';
-import { sessionApi } from './sessions.js';
+import { sessionApi, type SessionApiOptions } from './sessions.js';
 
 /**
  * The admin app (README "Observe"), on its own listener that is never exposed:
  * liveness, readiness (provider metadata loaded, store answered within 5 s,
  * not shutting down), Prometheus metrics and, with `admin.token`, the
- * session API (README "Ending sessions").
+ * session API (README "Ending sessions"), given `sessions` (only with it).
  */
-export async function buildAdmin(metrics: Pick<Metrics, 'registry'>, readiness: Readiness, logger: Logger): Promise<FastifyInstance> {
+export async function buildAdmin(
+  metrics: Pick<Metrics, 'registry'>,
+  readiness: Readiness,
+  logger: Logger,
+  sessions?: SessionApiOptions,
+): Promise<FastifyInstance> {
   const admin = Fastify({ loggerInstance: logger.child({ listener: 'admin' }) as FastifyBaseLogger, logController: new LogController({ disableRequestLogging: true }) });
   admin.get('/healthz', async () => ({ status: 'ok' }));
   admin.get('/readyz', async (_request, reply) => {
@@ -21,16 +26,6 @@ export async function buildAdmin(metrics: Pick<Metrics, 'registry'>, readiness: 
     const registry = metrics.registry;
     return reply.type(registry.contentType).send(await registry.metrics());
   });
-  const { config } = context;
-  if (config.admin.token !== undefined) {
-    sessionApi(admin, {
-      token: config.admin.token,
-      store: context.store,
-      provider: context.provider,
-      handles: context.sessionHandles,
-      userIdClaim: config.provider.userIdClaim,
-      issuer: config.provider.issuer,
-    });
-  }
+  if (sessions !== undefined) sessionApi(admin, sessions);
   return admin;
 }
