@@ -67,7 +67,8 @@ export async function startRecipe(
     config: {
       server: { port: await freePort(), trustProxy: options.trustProxy ?? recipe.server.trustProxy },
       forwardAuth: { trustedProxies: recipe.forwardAuth.trustedProxies, redirect: options.redirect },
-      routes: recipe.routes,
+      // The recipe's routes, and an admin part no scenario user may pass (a browser's own forwarded path must not take them past it).
+      routes: [{ path: '/api/admin', upstream: (recipe.routes[0] as { upstream: string }).upstream, allow: { claims: { groups: ['admins'] } } }, ...recipe.routes],
       ...(options.signInLimit === undefined ? {} : { rateLimit: { max: options.signInLimit, window: '1m' } }),
     },
   });
@@ -144,6 +145,20 @@ export async function recipeScenario(t: Test, start: (dir: string, addresses: Ad
     t.equal(received.headers.authorization, `Bearer ${watch.issued.at(-1)!.accessToken}`, "the user's token, not the browser's");
     t.equal(received.headers['x-forwarded-user'], 'alice');
     t.equal(received.headers['x-forwarded-email'], 'alice@example.com');
+  });
+
+  t.test("a browser's own copies of both forms of the original request: never what is decided, never what the application acts on", async (t) => {
+    const received = h.upstream.received.length;
+    const spoofed = { 'x-forwarded-uri': '/api/me', 'x-forwarded-method': 'GET', 'x-original-url': '/api/me', 'x-original-method': 'GET' };
+    const admin = await browse('/api/admin/users', spoofed);
+    t.equal(admin.status, 403, `decided on its own path, under /api/admin, whose allow refuses alice\n${proxy.log()}`);
+    t.equal(h.upstream.received.length, received, 'nothing reached the application');
+    const overrides = { 'x-rewrite-url': '/api/admin/users', 'x-http-method-override': 'DELETE', 'x-http-method': 'DELETE', 'x-method-override': 'DELETE' };
+    const me = await browse('/api/me', { ...spoofed, 'x-original-url': '/api/admin/users', ...overrides });
+    t.equal(me.status, 200, `the recipe removes the form its proxy does not set, so nothing disagrees\n${proxy.log()}`);
+    const got = h.upstream.received.at(-1)!;
+    t.equal(got.url, '/api/me');
+    for (const name of ['x-original-url', 'x-original-method', ...Object.keys(overrides)]) t.equal(got.headers[name], undefined, `${name} never reaches the application`);
   });
 
   t.test('an API call without a session, and the endpoint from outside', async (t) => {

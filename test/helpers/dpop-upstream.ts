@@ -1,5 +1,6 @@
 import { createHash, createPublicKey, verify, type JsonWebKey } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { WebSocketServer } from 'ws';
 import { closeServer, listen } from '../../src/demo/listen.js';
 
 /** What the upstream decided about one request. */
@@ -10,6 +11,8 @@ export interface DpopCheck {
   proof: string | undefined;
   /** 'ok', or why the request was refused. */
   verdict: string;
+  /** Whether it was a WebSocket handshake (accepted with 101 when 'ok', else answered 401). */
+  upgrade?: boolean;
   sub?: string;
 }
 
@@ -31,7 +34,9 @@ const PROOF_MAX_AGE_S = 60;
  * own URL, as the gateway must target it), `ath` the token's hash, a recent
  * `iat`, a `jti` never seen before, and introspection at the AS saying the
  * token is active with `cnf.jkt` equal to the proof key's thumbprint
- * (RFC 7638). Answers 200 `{sub, jkt}` or 401 with the reason.
+ * (RFC 7638). Answers 200 `{sub, jkt}` or 401 with the reason. A
+ * WebSocket handshake is checked the same way (its proof's `htu` is the
+ * http URL of the GET, RFC 9449 §4.2) and accepted, then echoes.
  */
 export async function startDpopUpstream(): Promise<DpopUpstream> {
   const seenJti = new Set<string>();
@@ -103,6 +108,37 @@ export async function startDpopUpstream(): Promise<DpopUpstream> {
     return (await response.json()) as { active?: boolean; sub?: string; cnf?: { jkt?: string } };
   }
 
+  const sockets = new WebSocketServer({ noServer: true });
+  server.on('upgrade', (req: IncomingMessage, socket, head) => {
+    const check: DpopCheck = {
+      method: req.method ?? '',
+      path: req.url ?? '',
+      authorization: req.headers.authorization,
+      proof: typeof req.headers.dpop === 'string' ? req.headers.dpop : undefined,
+      verdict: '',
+      upgrade: true,
+    };
+    checks.push(check);
+    void validate(req, check).then(
+      (result) => {
+        check.verdict = result.verdict;
+        check.sub = result.sub;
+        if (result.verdict !== 'ok') {
+          socket.end('HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
+          return;
+        }
+        sockets.handleUpgrade(req, socket, head, (ws) => {
+          ws.on('message', (data, isBinary) => ws.send(data, { binary: isBinary }));
+        });
+      },
+      () => socket.destroy(),
+    );
+  });
+  upstream.close = async () => {
+    for (const client of sockets.clients) client.terminate();
+    sockets.close();
+    await closeServer(server);
+  };
   upstream.url = await listen(server, '127.0.0.1', 0);
   return upstream;
 }
