@@ -4,34 +4,86 @@ import { loadConfigFile } from './config/load.js';
 import { renderConfig } from './config/render.js';
 import { configWarnings } from './config/checks.js';
 import { ConfigError } from './errors.js';
+import type { Config } from './config/schema.js';
 import { createLogger } from './logger.js';
 
 const USAGE = `Usage:
   gatehouse [--config FILE]         run the gateway (or GATEHOUSE_CONFIG=FILE)
-  gatehouse check [--config FILE]   validate FILE; print the effective config, secrets redacted
+  gatehouse check [--config FILE] [--online]
+                                    validate FILE; print the effective config, secrets redacted;
+                                    --online also fetches the provider's discovery document
   gatehouse pseudonym USER [--config FILE]
                                     print USER's pseudonym in the logs (the userIdClaim value, e.g. an email)
-  gatehouse demo [--upstream URL]   local authorization server + demo upstream + gateway on loopback;
-                                    --upstream puts them in front of your own service instead
+  gatehouse demo [--upstream URL | --config FILE] [--email-domain DOMAIN]
+                                    local authorization server + demo upstream + gateway on loopback;
+                                    --upstream puts them in front of your own service instead,
+                                    --config runs your config's routes against the demo authorization server,
+                                    --email-domain gives the demo users addresses at DOMAIN (alice@DOMAIN)
   gatehouse --version               print the version
 `;
 
+const OPTIONS = {
+  config: { type: 'string', short: 'c', value: 'FILE' },
+  upstream: { type: 'string', value: 'URL' },
+  'email-domain': { type: 'string', value: 'DOMAIN' },
+  online: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+  version: { type: 'boolean', short: 'v' },
+} as const satisfies Record<string, { type: 'string' | 'boolean'; short?: string; value?: string }>;
+
+/** Options that belong to `gatehouse demo` only. */
+const DEMO_OPTIONS = ['upstream', 'email-domain'] as const;
+
+/**
+ * Reads argv. A mistyped or misused option gets one sentence that names it
+ * and what was meant (`unknown option --confg; did you mean --config?`),
+ * never parseArgs's own message about positionals and `--`.
+ */
+function parseCommandLine(args: string[]): { values: Partial<Record<keyof typeof OPTIONS, string | boolean>>; positionals: string[] } | { problem: string } {
+  const { tokens } = parseArgs({ args, options: OPTIONS, allowPositionals: true, strict: false, tokens: true });
+  const values: Partial<Record<keyof typeof OPTIONS, string | boolean>> = {};
+  const positionals: string[] = [];
+  for (const token of tokens) {
+    if (token.kind === 'positional') positionals.push(token.value);
+    if (token.kind !== 'option') continue;
+    const option = OPTIONS[token.name as keyof typeof OPTIONS] as (typeof OPTIONS)[keyof typeof OPTIONS] | undefined;
+    if (option === undefined) return { problem: `unknown option ${token.rawName}${nearestOption(token.name)}` };
+    const name = token.name as keyof typeof OPTIONS;
+    if (option.type === 'string') {
+      // `--config --upstream x`: parseArgs would take the next option as the value.
+      if (token.value === undefined || token.value === '' || (!token.inlineValue && token.value.startsWith('-'))) {
+        return { problem: `--${name} needs a value: --${name} ${option.value}` };
+      }
+      values[name] = token.value;
+    } else {
+      if (token.inlineValue) return { problem: `--${name} takes no value` };
+      values[name] = true;
+    }
+  }
+  return { values, positionals };
+}
+
+/** `; did you mean --config?` for `--confg`, `--conifg`, `--Config`; empty when nothing is close. */
+function nearestOption(name: string): string {
+  const near = Object.keys(OPTIONS).find((known) => known === name.toLowerCase() || editDistance(known, name.toLowerCase()) <= 2);
+  return near === undefined ? '' : `; did you mean --${near}?`;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, index) => index);
+  for (let i = 1; i <= a.length; i += 1) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j += 1) current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    previous = current;
+  }
+  return previous[b.length]!;
+}
+
 /** The only place that reads argv, touches process.* and exits. */
 async function main(): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: process.argv.slice(2),
-      options: {
-        config: { type: 'string', short: 'c' },
-        upstream: { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-        version: { type: 'boolean', short: 'v' },
-      },
-      allowPositionals: true,
-    });
-  } catch (err) {
-    process.stderr.write(`${(err as Error).message}\n${USAGE}`);
+  const parsed = parseCommandLine(process.argv.slice(2));
+  if ('problem' in parsed) {
+    process.stderr.write(`gatehouse: ${parsed.problem}\n${USAGE}`);
     return 2;
   }
   const { values, positionals } = parsed;
@@ -51,17 +103,24 @@ async function main(): Promise<number> {
   }
   const logger = createLogger(process.env.LOG_LEVEL ?? 'info');
 
-  if (values.upstream !== undefined && command !== 'demo') {
-    process.stderr.write(`--upstream is an option of gatehouse demo only\n${USAGE}`);
+  const misplaced = DEMO_OPTIONS.find((name) => values[name] !== undefined && command !== 'demo');
+  if (misplaced !== undefined) {
+    process.stderr.write(`--${misplaced} is an option of gatehouse demo only\n${USAGE}`);
     return 2;
   }
-  if (command === 'demo') return runDemo(logger, values.upstream);
+  if (values.online !== undefined && command !== 'check') {
+    process.stderr.write(`--online is an option of gatehouse check only\n${USAGE}`);
+    return 2;
+  }
+  if (command === 'demo') {
+    return runDemo(logger, { upstream: values.upstream as string | undefined, configFile: values.config as string | undefined, emailDomain: values['email-domain'] as string | undefined });
+  }
 
   if (command === 'pseudonym' && positionals[1] === undefined) {
     process.stderr.write(`gatehouse pseudonym: give the user id, as logged in clear before pseudonyms (the userIdClaim value)\n${USAGE}`);
     return 2;
   }
-  const file = values.config ?? process.env.GATEHOUSE_CONFIG;
+  const file = (values.config as string | undefined) ?? process.env.GATEHOUSE_CONFIG;
   if (file === undefined) {
     process.stderr.write(`config: no file given: pass --config FILE or set GATEHOUSE_CONFIG\n${USAGE}`);
     return 1;
@@ -83,6 +142,7 @@ async function main(): Promise<number> {
   if (command === 'check') {
     for (const warning of warnings) process.stderr.write(`warning: ${warning}\n`);
     process.stdout.write(renderConfig(config));
+    if (values.online === true) return checkOnline(config);
     return 0;
   }
   for (const warning of warnings) logger.warn({ warning }, 'config warning');
@@ -107,11 +167,29 @@ async function main(): Promise<number> {
 }
 
 /**
+ * `gatehouse check --online`: what the gateway would meet at start-up. The
+ * provider's discovery document is fetched once; an issuer it names that
+ * is not the configured one, or no answer, is a problem (exit 1).
+ */
+async function checkOnline(config: Config): Promise<number> {
+  const { checkDiscovery } = await import('./oauth/provider.js');
+  if (config.provider.issuer === undefined) {
+    process.stderr.write('online: no provider.issuer, so no discovery document to fetch (the endpoints are used as given)\n');
+    return 0;
+  }
+  const problems = await checkDiscovery(config.provider);
+  for (const problem of problems) process.stderr.write(`${problem}\n`);
+  if (problems.length === 0) process.stderr.write(`online: provider.issuer: discovery answered and names ${config.provider.issuer} as its issuer\n`);
+  return problems.length === 0 ? 0 : 1;
+}
+
+/**
  * `gatehouse demo`. Its authorization server is oidc-provider, a development
  * dependency: a production install (`npm ci --omit=dev`, the container
  * image) does not have it, and then says how to get it (README "Try it").
  */
-async function runDemo(logger: ReturnType<typeof createLogger>, upstream: string | undefined): Promise<number> {
+async function runDemo(logger: ReturnType<typeof createLogger>, options: { upstream?: string; configFile?: string; emailDomain?: string }): Promise<number> {
+  const { upstream } = options;
   if (upstream !== undefined && !/^https?:\/\/[^/]/.test(upstream)) {
     process.stderr.write(`--upstream: must be an http(s) URL such as http://127.0.0.1:3000, got "${upstream}"\n`);
     return 2;
@@ -127,15 +205,25 @@ async function runDemo(logger: ReturnType<typeof createLogger>, upstream: string
     );
     return 1;
   }
-  const { demoBanner, startDemo, DemoPortInUseError } = demoModule;
+  const { demoBanner, startDemo, DemoPortInUseError, DemoSettingError } = demoModule;
   let demo;
   try {
-    demo = await startDemo(process.env, logger, { upstream });
+    demo = await startDemo(process.env, logger, options);
   } catch (err) {
+    if (err instanceof ConfigError) {
+      // Never the plain demo instead: the file was asked for, so its problems are the answer.
+      process.stderr.write(`gatehouse demo --config ${options.configFile}: the config cannot run:\n${err.problems.join('\n')}\n`);
+      return 1;
+    }
+    if (err instanceof DemoSettingError) {
+      process.stderr.write(`gatehouse demo: ${err.message}\n`);
+      return 2;
+    }
     if (!(err instanceof DemoPortInUseError)) throw err;
     process.stderr.write(`gatehouse demo: ${err.message}\n`);
     return 1;
   }
+  for (const warning of configWarnings(demo.config)) logger.warn({ warning }, 'config warning');
   process.stdout.write(demoBanner(demo));
   await untilSignal();
   await demo.stop();

@@ -79,6 +79,13 @@ const REGISTRY = {
   GH_ERR_ROUTE_NOT_FOUND: { status: 404, slug: 'not_found', message: 'Nothing is served at this path.', title: 'Not found' },
   GH_ERR_CSRF_REJECTED: { status: 403, slug: 'forbidden', message: 'Cross-site requests that change data are not allowed.', title: 'Forbidden', page: 'forbidden' },
   GH_ERR_PROVIDER_UNAVAILABLE: { status: 503, slug: 'provider_unavailable', message: 'The authorization server cannot be reached right now. Please try again shortly.', title: UNAVAILABLE, page: 'unavailable' },
+  GH_ERR_PROVIDER_ISSUER_MISMATCH: {
+    status: 503,
+    slug: 'provider_misconfigured',
+    message: 'Sign-in is not possible until an operator fixes the configuration: %s.',
+    title: UNAVAILABLE,
+    page: 'unavailable',
+  },
   GH_ERR_STORE_UNAVAILABLE: { status: 503, slug: 'store_unavailable', message: 'The session store cannot be reached right now. Please try again shortly.', title: UNAVAILABLE, page: 'unavailable', bare: true },
   GH_ERR_STORE_BUSY: { status: 503, slug: 'store_busy', message: 'Another request of this user is still in progress. Please try again shortly.', title: UNAVAILABLE, page: 'unavailable' },
   GH_ERR_UPSTREAM_UNAVAILABLE: {

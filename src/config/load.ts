@@ -21,6 +21,16 @@ const MARKED_REFERENCE = /\$\u2063ENV\(([A-Za-z_][A-Za-z0-9_]*)\)/g;
  * @example const config = loadConfigFile('config/gatehouse.yaml', process.env);
  */
 export function loadConfigFile(file: string, env: NodeJS.ProcessEnv): Config {
+  return loadConfig(readConfigDocument(file), env);
+}
+
+/**
+ * Reads a YAML file into the document {@link loadConfig} validates, `${ENV}`
+ * references left as written (`gatehouse demo --config` replaces the
+ * provider section before loading).
+ * @throws ConfigError when the file cannot be read or is not YAML.
+ */
+export function readConfigDocument(file: string): unknown {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -33,7 +43,7 @@ export function loadConfigFile(file: string, env: NodeJS.ProcessEnv): Config {
   } catch (err) {
     throw new ConfigError([`config file ${file}: not valid YAML (${(err as Error).message.split('\n')[0]})`]);
   }
-  return loadConfig(document, env);
+  return document;
 }
 
 /**

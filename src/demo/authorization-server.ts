@@ -78,6 +78,12 @@ export interface AuthorizationServerOptions {
   dpopNonces?: boolean;
   /** Support DPoP at all (default true); false: proofs are ignored and every token is a Bearer token. */
   dpop?: boolean;
+  /**
+   * The domain of the users' email addresses (default example.com): `alice`
+   * is `alice@DOMAIN`. A login that holds an @ is its own email address
+   * (`bob@corp.test`), so any address can sign in.
+   */
+  emailDomain?: string;
   /** Claims some users have besides sub, name and email (user -> claims, e.g. `groups`), released with the `profile` scope. */
   extraClaims?: Readonly<Record<string, Readonly<Record<string, unknown>>>>;
   /** Services that get tokens for themselves with the client-credentials grant (RFC 6749 §4.4); opaque tokens, introspectable. */
@@ -166,7 +172,7 @@ function buildConfiguration(
     conformIdTokenClaims: false,
     responseTypes: ['code'],
     pkce: { required: () => true },
-    findAccount: (_ctx, sub) => account(sub, opts.extraClaims?.[sub]),
+    findAccount: (_ctx, sub) => account(sub, opts.emailDomain ?? 'example.com', opts.extraClaims?.[sub]),
     renderError,
     loadExistingGrant: grantDemoScopes,
     issueRefreshToken: (_ctx, client) => issueRefreshTokens && client.grantTypeAllowed('refresh_token'),
@@ -249,13 +255,14 @@ function generateSigningKey(): JWK {
   return { ...privateKey.export({ format: 'jwk' }), kid: randomBytes(8).toString('hex'), alg: 'RS256', use: 'sig' };
 }
 
-function account(sub: string, extra: Readonly<Record<string, unknown>> = {}): Account {
+function account(sub: string, emailDomain: string, extra: Readonly<Record<string, unknown>> = {}): Account {
+  const local = sub.includes('@') ? sub.slice(0, sub.indexOf('@')) : sub;
   return {
     accountId: sub,
     claims: () => ({
       sub,
-      name: sub.charAt(0).toUpperCase() + sub.slice(1),
-      email: `${sub}@example.com`,
+      name: local.charAt(0).toUpperCase() + local.slice(1),
+      email: sub.includes('@') ? sub : `${sub}@${emailDomain}`,
       email_verified: true,
       ...extra,
     }),

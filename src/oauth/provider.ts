@@ -22,6 +22,8 @@ export class Provider {
   #configuration: oidc.Configuration | undefined;
   #retry: NodeJS.Timeout | undefined;
   #closed = false;
+  /** The issuer the provider's metadata names, while it is not the configured one. */
+  #announcedIssuer: string | undefined;
 
   constructor(settings: Config['provider'], log: FastifyBaseLogger) {
     this.#settings = settings;
@@ -38,19 +40,42 @@ export class Provider {
     return this.#settings.issuer !== undefined;
   }
 
-  /** The loaded configuration, or GH_ERR_PROVIDER_UNAVAILABLE. */
+  /**
+   * The loaded configuration; else GH_ERR_PROVIDER_ISSUER_MISMATCH while the
+   * provider names another issuer than the config, GH_ERR_PROVIDER_UNAVAILABLE otherwise.
+   */
   get configuration(): oidc.Configuration {
-    if (!this.#configuration) throw gatehouseError('GH_ERR_PROVIDER_UNAVAILABLE');
-    return this.#configuration;
+    if (this.#configuration) return this.#configuration;
+    if (this.#announcedIssuer !== undefined) {
+      throw gatehouseError('GH_ERR_PROVIDER_ISSUER_MISMATCH', { detail: issuerMismatch(this.#announcedIssuer, this.#settings.issuer!) });
+    }
+    throw gatehouseError('GH_ERR_PROVIDER_UNAVAILABLE');
   }
 
-  /** Loads the metadata once; on failure keeps retrying in the background and resolves anyway. */
+  /**
+   * Loads the metadata once; on failure keeps retrying in the background and
+   * resolves anyway. An issuer mismatch is a configuration mistake, not an
+   * outage: it is logged once, naming both issuers (and again only when the
+   * provider's answer changes), while the retries go on quietly in case the
+   * provider is what gets fixed.
+   */
   async start(): Promise<void> {
     try {
-      this.#configuration = await this.#load();
+      this.#configuration = await loadConfiguration(this.#settings);
+      this.#announcedIssuer = undefined;
       this.#log.info({ issuer: this.#settings.issuer ?? this.#settings.tokenEndpoint }, 'provider metadata loaded');
     } catch (err) {
-      this.#log.warn({ failure: describeFailure(err, this.#discoveryUrl()), retryInMs: DISCOVERY_RETRY_MS }, 'provider discovery failed');
+      const announced = announcedIssuer(err);
+      if (announced === undefined) {
+        this.#announcedIssuer = undefined;
+        this.#log.warn({ failure: describeFailure(err, this.#discoveryUrl()), retryInMs: DISCOVERY_RETRY_MS }, 'provider discovery failed');
+      } else if (announced !== this.#announcedIssuer) {
+        this.#announcedIssuer = announced;
+        this.#log.error(
+          { code: 'GH_ERR_PROVIDER_ISSUER_MISMATCH', announced, configured: this.#settings.issuer, problem: issuerMismatch(announced, this.#settings.issuer!) },
+          'provider issuer mismatch',
+        );
+      }
       if (!this.#closed) this.#retry = setTimeout(() => void this.start(), DISCOVERY_RETRY_MS).unref();
     }
   }
@@ -63,41 +88,85 @@ export class Provider {
   /** What start-up fetches: the discovery document (RFC 8414 §3, OpenID Connect Discovery §4), or nothing but the given endpoints. */
   #discoveryUrl(): string {
     const { issuer, tokenEndpoint } = this.#settings;
-    return issuer === undefined ? tokenEndpoint! : `${issuer.replace(/\/$/, '')}/.well-known/openid-configuration`;
+    return issuer === undefined ? tokenEndpoint! : discoveryUrl(issuer);
   }
+}
 
-  async #load(): Promise<oidc.Configuration> {
-    const settings = this.#settings;
-    const clientAuth = clientAuthentication(settings);
-    const insecure = usesLoopbackHttp(settings);
-    if (settings.issuer !== undefined) {
-      const issuer = new URL(settings.issuer);
-      return traceAsCall('discovery', () =>
-        oidc.discovery(issuer, settings.clientId, undefined, clientAuth, {
-          timeout: settings.timeout,
-          execute: insecure ? [oidc.allowInsecureRequests, verifyIdTokenSignatures] : [verifyIdTokenSignatures],
-        }),
-      );
-    }
-    const configuration = new oidc.Configuration(
-      {
-        // RFC 8414 requires an issuer; a plain OAuth 2.0 server has none, so its token endpoint's origin stands in.
-        issuer: new URL(settings.tokenEndpoint!).origin,
-        authorization_endpoint: settings.authorizationEndpoint,
-        token_endpoint: settings.tokenEndpoint,
-        userinfo_endpoint: settings.userinfoEndpoint,
-        revocation_endpoint: settings.revocationEndpoint,
-        end_session_endpoint: settings.endSessionEndpoint,
-      },
-      settings.clientId,
-      undefined,
-      clientAuth,
-    );
-    configuration.timeout = settings.timeout;
-    configuration[oidc.customFetch] = withoutIdToken(settings.tokenEndpoint!);
-    if (insecure) oidc.allowInsecureRequests(configuration);
-    return configuration;
+/**
+ * The issuer a provider's discovery document names, when discovery failed
+ * because it is not the configured one (openid-client:
+ * OAUTH_JSON_ATTRIBUTE_COMPARISON_FAILED on `issuer`). OpenID Connect
+ * Discovery §4.3 and RFC 8414 §3.3 require the two to be identical, so
+ * `localhost` against `127.0.0.1`, or a trailing slash, is a mismatch.
+ */
+export function announcedIssuer(err: unknown): string | undefined {
+  for (let cause = err, depth = 0; cause !== undefined && cause !== null && depth < MAX_CAUSE_DEPTH; depth += 1) {
+    const { attribute, body } = cause as { attribute?: unknown; body?: { issuer?: unknown } };
+    if (attribute === 'issuer' && typeof body?.issuer === 'string') return body.issuer;
+    cause = (cause as { cause?: unknown }).cause;
   }
+  return undefined;
+}
+
+/** The one sentence an operator reads for an issuer mismatch, in the log, on the page and from `check --online`. */
+export function issuerMismatch(announced: string, configured: string): string {
+  return `the provider says its issuer is "${announced}", the config says "${configured}" (provider.issuer must be exactly the provider's)`;
+}
+
+/**
+ * `gatehouse check --online`: fetches the provider's discovery document once
+ * and returns what stops the gateway from using it, one `key: problem` line
+ * each (none when it loaded). Without an issuer there is nothing to fetch.
+ */
+export async function checkDiscovery(settings: Config['provider']): Promise<string[]> {
+  if (settings.issuer === undefined) return [];
+  try {
+    await loadConfiguration(settings);
+    return [];
+  } catch (err) {
+    const announced = announcedIssuer(err);
+    if (announced !== undefined) return [`provider.issuer: ${issuerMismatch(announced, settings.issuer)}`];
+    const failure = describeFailure(err);
+    const why = [failure.code, failure.status === undefined ? undefined : `HTTP ${failure.status}`, failure.error].filter((part) => part !== undefined).join(', ');
+    return [`provider.issuer: discovery at ${discoveryUrl(settings.issuer)} failed (${why || String(failure.type)})`];
+  }
+}
+
+function discoveryUrl(issuer: string): string {
+  return `${issuer.replace(/\/$/, '')}/.well-known/openid-configuration`;
+}
+
+/** Discovery (RFC 8414 §3, OpenID Connect Discovery §4) or the explicit endpoints of a plain OAuth 2.0 server. */
+async function loadConfiguration(settings: Config['provider']): Promise<oidc.Configuration> {
+  const clientAuth = clientAuthentication(settings);
+  const insecure = usesLoopbackHttp(settings);
+  if (settings.issuer !== undefined) {
+    const issuer = new URL(settings.issuer);
+    return traceAsCall('discovery', () =>
+      oidc.discovery(issuer, settings.clientId, undefined, clientAuth, {
+        timeout: settings.timeout,
+        execute: insecure ? [oidc.allowInsecureRequests, verifyIdTokenSignatures] : [verifyIdTokenSignatures],
+      }),
+    );
+  }
+  const configuration = new oidc.Configuration(
+    {
+      // RFC 8414 requires an issuer; a plain OAuth 2.0 server has none, so its token endpoint's origin stands in.
+      issuer: new URL(settings.tokenEndpoint!).origin,
+      authorization_endpoint: settings.authorizationEndpoint,
+      token_endpoint: settings.tokenEndpoint,
+      userinfo_endpoint: settings.userinfoEndpoint,
+      revocation_endpoint: settings.revocationEndpoint,
+      end_session_endpoint: settings.endSessionEndpoint,
+    },
+    settings.clientId,
+    undefined,
+    clientAuth,
+  );
+  configuration.timeout = settings.timeout;
+  configuration[oidc.customFetch] = withoutIdToken(settings.tokenEndpoint!);
+  if (insecure) oidc.allowInsecureRequests(configuration);
+  return configuration;
 }
 
 /**

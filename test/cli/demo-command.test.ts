@@ -16,7 +16,7 @@ ensureBuilt();
 t.setTimeout(600_000);
 
 async function demoEnv(): Promise<Record<string, string>> {
-  return { GATEHOUSE_DEMO_PORT: String(await freePort()), GATEHOUSE_DEMO_ADMIN_PORT: String(await freePort()) };
+  return { GATEHOUSE_DEMO_PORT: String(await freePort()), GATEHOUSE_DEMO_ADMIN_PORT: String(await freePort()), GATEHOUSE_DEMO_AS_PORT: String(await freePort()) };
 }
 
 async function started(args: string[], env: Record<string, string>) {
@@ -26,7 +26,7 @@ async function started(args: string[], env: Record<string, string>) {
 }
 
 t.test('a busy port exits 1 with the variable to set, instead of hanging', async (t) => {
-  for (const variable of ['GATEHOUSE_DEMO_PORT', 'GATEHOUSE_DEMO_ADMIN_PORT'] as const) {
+  for (const variable of ['GATEHOUSE_DEMO_PORT', 'GATEHOUSE_DEMO_ADMIN_PORT', 'GATEHOUSE_DEMO_AS_PORT'] as const) {
     const env = await demoEnv();
     const busy = createTcpServer();
     await new Promise<void>((resolve) => busy.listen(Number(env[variable]), '127.0.0.1', resolve));

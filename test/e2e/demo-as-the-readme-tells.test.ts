@@ -23,6 +23,7 @@ t.test('gatehouse demo: sign in, watch a refresh happen on the page, sign out to
   const demo = spawnCli(['demo'], {
     GATEHOUSE_DEMO_PORT: String(port),
     GATEHOUSE_DEMO_ADMIN_PORT: String(adminPort),
+    GATEHOUSE_DEMO_AS_PORT: String(await freePort()),
     GATEHOUSE_DEMO_TOKEN_TTL: String(TOKEN_TTL),
   });
   t.teardown(() => demo.stop());
