@@ -92,6 +92,8 @@ export class Provider {
   }
 }
 
+const ISSUER_CAUSE_DEPTH = 4;
+
 /**
  * The issuer a provider's discovery document names, when discovery failed
  * because it is not the configured one (openid-client:
@@ -100,7 +102,8 @@ export class Provider {
  * `localhost` against `127.0.0.1`, or a trailing slash, is a mismatch.
  */
 export function announcedIssuer(err: unknown): string | undefined {
-  for (let cause = err, depth = 0; cause !== undefined && cause !== null && depth < MAX_CAUSE_DEPTH; depth += 1) {
+  // openid-client's ClientError, oauth4webapi's OperationProcessingError, then the comparison's details.
+  for (let cause = err, depth = 0; cause !== undefined && cause !== null && depth < ISSUER_CAUSE_DEPTH; depth += 1) {
     const { attribute, body } = cause as { attribute?: unknown; body?: { issuer?: unknown } };
     if (attribute === 'issuer' && typeof body?.issuer === 'string') return body.issuer;
     cause = (cause as { cause?: unknown }).cause;
