@@ -1,5 +1,7 @@
 import createError, { type FastifyError } from '@fastify/error';
-import type { PageName } from './http/page-template.js';
+
+/** Which page: also the file name an operator may put in `pages.dir` (`signed-out.html`). */
+export type PageName = 'sign-in-required' | 'signed-out' | 'sign-in-failed' | 'forbidden' | 'upstream-unreachable' | 'unavailable' | 'signed-in' | 'refused';
 
 /** A row of the registry: how an error is answered. */
 interface ErrorRow {

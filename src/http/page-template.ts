@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { extname, join } from 'node:path';
 import { LOGO_TYPES } from '../config/schema.js';
+import type { PageName } from '../errors.js';
 
 /**
  * The pages the gateway renders itself (README "Pages"): sign-in required,
@@ -12,9 +13,6 @@ import { LOGO_TYPES } from '../config/schema.js';
  * Operators replace the template with `pages.dir` and brand it with
  * `pages.productName` and `pages.logo`.
  */
-
-/** Which page: also the file name an operator may put in `pages.dir` (`signed-out.html`). */
-export type PageName = 'sign-in-required' | 'signed-out' | 'sign-in-failed' | 'forbidden' | 'upstream-unreachable' | 'unavailable' | 'signed-in' | 'refused';
 
 /** What one page says. */
 export interface PageContent {
@@ -149,3 +147,6 @@ function logoDataUrl(path: string): string {
   if (type === undefined) throw new Error(`pages.logo: ${path} is not one of ${Object.keys(LOGO_TYPES).join(', ')}`);
   return `data:${type};base64,${readFileSync(path).toString('base64')}`;
 }
+
+/** Which page (the registry in src/errors.ts owns the list). */
+export type { PageName };

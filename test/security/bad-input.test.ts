@@ -130,3 +130,23 @@ t.test('each kind of bad input gets the 4xx that says what is wrong', async (t) 
   t.equal((await sendRaw(port, get('/callback?state=a&state=b&code=c'))).status, 400, 'repeated state: 400');
   t.equal((await sendRaw(port, get('/%zz'))).status, 400, 'a path with broken percent-encoding: 400');
 });
+
+t.test("Fastify's and Node's own 400s are the gateway's error answer: no-store, nosniff, the registry's body, no path echoed", async (t) => {
+  const h = await startHarness();
+  t.teardown(() => h.close());
+  const port = Number(new URL(h.url).port);
+  // /login%zz fails in Fastify's router (FST_ERR_BAD_URL), before any route; a header line without a colon fails in Node's parser.
+  for (const [what, payload, status] of [
+    ['a URL Fastify cannot decode', get('/login%zz-secret-path'), 400],
+    ['a header line Node cannot parse', `GET /api/me HTTP/1.1\r\nHost: 127.0.0.1\r\nno colon here\r\n\r\n`, 400],
+    ['a head over the limit', get('/api/me', [`X-Big: ${'a'.repeat(20000)}`]), 431],
+  ] as const) {
+    const answer = await sendRaw(port, payload);
+    t.equal(answer.status, status, what);
+    t.match(answer.head, /\r\ncache-control: no-store\r\n/i, `${what}: no-store`);
+    t.match(answer.head, /\r\nx-content-type-options: nosniff\r\n/i, `${what}: nosniff`);
+    t.notMatch(answer.head, /secret-path|FST_ERR/, `${what}: neither the path nor Fastify's code`);
+  }
+  const body = await fetch(`${h.url}/login%zz`).then(async (response) => ({ status: response.status, json: await response.json() }));
+  t.strictSame(body, { status: 400, json: { error: 'bad_request', message: 'The request is malformed: invalid percent-encoding in the URL.' } }, "the registry's JSON body");
+});
