@@ -8,6 +8,7 @@ import { GATEWAY_ROUTE_CLASSES, Metrics } from './metrics/metrics.js';
 import { Provider } from './oauth/provider.js';
 import { DpopKeys } from './oauth/dpop.js';
 import { TokenRefresher } from './oauth/refresh.js';
+import { TargetTokens } from './oauth/target-token.js';
 import { PendingLogins } from './oauth/pending-login.js';
 import { openBackend } from './session/backends/open.js';
 import { Sealer } from './session/seal.js';
@@ -41,6 +42,7 @@ import { Readiness } from './admin/readiness.js';
 import { systemClock, type Clock } from './clock.js';
 import type { Tracing } from './tracing/tracing.js';
 import { compileRoutes } from './routing/route-table.js';
+import { SIGN_IN_TARGET } from './config/token-targets.js';
 import { OpenSockets } from './websocket/open-sockets.js';
 import { proxyWebSockets } from './websocket/upgrade.js';
 import { withPseudonyms } from './logger.js';
@@ -85,8 +87,18 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   const metrics = new Metrics(
     [...GATEWAY_ROUTE_CLASSES, ...(config.forwardAuth.trustedProxies === undefined ? [] : ['forward-auth']), ...routes.routes.map((route) => route.label)],
     store.countSessions,
+    [SIGN_IN_TARGET, ...routes.targets.map((target) => target.label)],
   );
   const dpop = config.provider.dpop ? new DpopKeys(provider, config.session.cacheSize) : undefined;
+  const refresher = new TokenRefresher({
+    provider,
+    dpop,
+    store,
+    metrics,
+    clock,
+    refreshSkewMs: config.tokens.refreshSkew * 1000,
+    defaultLifetime: config.tokens.defaultLifetime,
+  });
   const publicUrl = config.server.publicUrl.replace(/\/$/, '');
   const { origin, host, protocol } = new URL(publicUrl);
   const site = { origin, host, proto: protocol.slice(0, -1), allowedOrigins: allowedOrigins(config) };
@@ -104,11 +116,13 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
     clock,
     dpop,
     routes,
-    refresher: new TokenRefresher({
+    refresher,
+    targetTokens: new TargetTokens({
       provider,
+      refresher,
       dpop,
       store,
-      metrics,
+      refreshes: metrics.refreshes,
       clock,
       refreshSkewMs: config.tokens.refreshSkew * 1000,
       defaultLifetime: config.tokens.defaultLifetime,

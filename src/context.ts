@@ -1,6 +1,7 @@
 import type { Config } from './config/schema.js';
 import type { Provider } from './oauth/provider.js';
 import type { TokenRefresher } from './oauth/refresh.js';
+import type { TargetTokens } from './oauth/target-token.js';
 import type { DpopKeys } from './oauth/dpop.js';
 import type { PendingLogins } from './oauth/pending-login.js';
 import type { SessionStore } from './session/store.js';
@@ -38,6 +39,8 @@ export interface GatewayContext {
   /** Pseudonyms of sessions: what the session API lists and ends, an assertion's `sid` (README "Ending sessions"). */
   sessionHandles: SessionHandles;
   refresher: TokenRefresher;
+  /** The users' tokens for the routes' token targets (README "A token for each API"). */
+  targetTokens: TargetTokens;
   /** With `provider.dpop`: the users' DPoP keys and proofs (RFC 9449); otherwise undefined. */
   dpop: DpopKeys | undefined;
   pendingLogins: PendingLogins;

@@ -15,8 +15,10 @@ interface ErrorRow {
   title: string;
   /** Which page template renders it (README "Pages"; an operator's `pages.dir/<page>.html`); default `refused`. */
   page?: PageName;
-  /** JSON bodies are exactly `{"error": slug}`, no message (README "Errors" and "Sessions"). */
+  /** JSON bodies are exactly `{"error": slug}`, no message (README "Errors" and "Sessions"), plus `reason` when there is one. */
   bare?: true;
+  /** A machine-readable cause beside the slug, for clients that must tell two refusals of one slug apart. */
+  reason?: string;
 }
 
 const REFUSED = 'Request refused';
@@ -74,6 +76,15 @@ const REGISTRY = {
     slug: 'verification_unavailable',
     message: 'The bearer token cannot be checked right now (its issuer\'s keys or the introspection endpoint cannot be reached). Please try again shortly.',
     title: UNAVAILABLE,
+  },
+  GH_ERR_TOKEN_REFUSED: {
+    status: 403,
+    slug: 'forbidden',
+    reason: 'token_refused',
+    message: 'You are signed in as %s, but the authorization server did not issue a token for this part of the application.',
+    title: 'Forbidden',
+    page: 'forbidden',
+    bare: true,
   },
   GH_ERR_RATE_LIMITED: { status: 429, slug: 'too_many_requests', message: 'Too many sign-in requests from this address. Please wait a minute and try again.', title: REFUSED },
   GH_ERR_USER_CONCURRENCY: { status: 429, slug: 'too_many_requests', message: 'Too many requests of this user are in progress. Please retry in a moment.', title: UNAVAILABLE, page: 'unavailable' },

@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { isGatehouseError } from '../errors.js';
 import type { GatewayContext } from '../context.js';
 import type { ResolvedSession } from './resolve.js';
-import type { TokenRecord } from '../session/store.js';
+import type { TargetToken, TokenRecord } from '../session/store.js';
 import { isAllowed } from '../routing/allow.js';
 import { identityHeaders } from '../routing/identity-headers.js';
 import type { Route } from '../routing/route-table.js';
@@ -31,6 +31,11 @@ export interface Admission {
   user: string;
   /** The route's identity headers for the user; undefined when the route names none or the user may not pass. */
   identity: Record<string, string> | undefined;
+  /**
+   * The user's fresh token for the route's token target (README "A token for
+   * each API"); undefined on a route without one, or when the user may not pass.
+   */
+  target: TargetToken | undefined;
 }
 
 /**
@@ -38,7 +43,7 @@ export interface Admission {
  * both read the claims of the last sign-in or refresh, so a refresh that
  * brought new claims decides with them.
  */
-export function admit(route: Route, resolved: ResolvedSession, tokens: TokenRecord): Admission {
+export function admit(route: Route, resolved: ResolvedSession, tokens: TokenRecord, target?: TargetToken): Admission {
   const allowed = route.allow === undefined || isAllowed(route.allow, tokens.claims);
   return {
     verdict: allowed ? 'pass' : 'forbidden',
@@ -46,12 +51,14 @@ export function admit(route: Route, resolved: ResolvedSession, tokens: TokenReco
     userKey: resolved.session.userId,
     user: tokens.user ?? resolved.session.userId,
     identity: allowed && route.headers.length > 0 ? identityHeaders(route, tokens.claims) : undefined,
+    target: allowed ? target : undefined,
   };
 }
 
 /**
  * {@link admit} after making the access token fresh (one refresh per user
- * across replicas, src/oauth/refresh.ts). Null when the AS rejected the
+ * across replicas, src/oauth/refresh.ts), and the route's target token
+ * (src/oauth/target-token.ts: GH_ERR_TOKEN_REFUSED when the AS refuses it). Null when the AS rejected the
  * refresh on an optional route: the user's sessions are ended and the
  * request goes on without one (README "Routes"). On a required route that
  * rejection throws GH_ERR_SESSION_REQUIRED; an AS or store failure throws its 503.
@@ -64,5 +71,15 @@ export async function admitFresh(context: GatewayContext, route: Route, resolved
     if (route.auth === 'optional' && isGatehouseError(err) && err.code === 'GH_ERR_SESSION_REQUIRED') return null;
     throw err;
   }
-  return admit(route, resolved, tokens);
+  const admission = admit(route, resolved, tokens);
+  // Only a user who may pass costs a grant (README "A token for each API").
+  if (route.target === undefined || admission.verdict !== 'pass') return admission;
+  try {
+    const grant = await context.targetTokens.fresh(tokens, route.target, log);
+    return { ...admission, tokens: grant.record, target: grant.token };
+  } catch (err) {
+    // A refresh token the AS rejected has ended the session: an optional route goes on without it.
+    if (route.auth === 'optional' && isGatehouseError(err) && err.code === 'GH_ERR_SESSION_REQUIRED') return null;
+    throw err;
+  }
 }

@@ -4,7 +4,7 @@ import { endToEndHeaders } from '../http/hop-by-hop.js';
 import { isReplacedFromClient, isReplacedFromProxy } from '../http/client-address.js';
 import type { DpopKeys } from '../oauth/dpop.js';
 import type { Route } from '../routing/route-table.js';
-import type { TokenRecord } from '../session/store.js';
+import type { TargetToken, TokenRecord } from '../session/store.js';
 import type { Admission } from './admission.js';
 
 /**
@@ -56,17 +56,22 @@ export function headerKey(name: string): string {
  * it here, and the proxy, the WebSocket upgrade and forward-auth follow.
  */
 export function upstreamToken(route: Route, admission: Admission): string {
-  return route.sendsToken ? admission.tokens.accessToken : '';
+  if (!route.sendsToken) return '';
+  // A route with a token target gets its own token, never the sign-in one (README "A token for each API").
+  return admission.target === undefined ? admission.tokens.accessToken : admission.target.accessToken;
 }
 
 /**
  * With `provider.dpop`, the proof for one request to `target` (RFC 9449
  * §7.1: `htm` its method, `htu` its URL without the query, `ath` the token's
- * hash); '' without DPoP, or for a record from before `dpop` was turned on,
- * whose Bearer token is sent as such until its refresh binds a key.
+ * hash) with the sign-in access token, or `targetToken` when the route has
+ * a token target; '' without DPoP, or for a record from before `dpop` was
+ * turned on, whose Bearer token is sent as such until its refresh binds a key.
  */
-export async function upstreamProof(dpop: DpopKeys | undefined, tokens: TokenRecord, method: string, target: URL): Promise<string> {
+export async function upstreamProof(dpop: DpopKeys | undefined, tokens: TokenRecord, method: string, target: URL, targetToken?: TargetToken): Promise<string> {
   if (dpop === undefined || tokens.dpopKey === undefined) return '';
+  // A target token goes with a proof only when it was issued bound to the key (its grant carried a proof).
+  if (targetToken !== undefined) return targetToken.bound === true ? dpop.proof(tokens.dpopKey, method, target, targetToken.accessToken) : '';
   return dpop.proof(tokens.dpopKey, method, target, tokens.accessToken);
 }
 

@@ -7,9 +7,10 @@ import { ROUTE_RULES } from './checks/routes.js';
 import { PAGE_RULES } from './checks/pages.js';
 import { MACHINE_CLIENT_RULES, machineClientWarnings } from './checks/machine-clients.js';
 import { IDENTITY_RULES } from './checks/identity.js';
+import { TOKEN_TARGET_RULES } from './checks/token-targets.js';
 
 /** Every cross-key rule, by area (src/config/checks/<area>.ts); a new rule goes into its area's list. */
-const RULES: readonly Rule[] = [...SERVER_RULES, ...PROVIDER_RULES, ...SESSION_RULES, ...ROUTE_RULES, ...PAGE_RULES, ...MACHINE_CLIENT_RULES, ...IDENTITY_RULES];
+const RULES: readonly Rule[] = [...SERVER_RULES, ...PROVIDER_RULES, ...SESSION_RULES, ...ROUTE_RULES, ...TOKEN_TARGET_RULES, ...PAGE_RULES, ...MACHINE_CLIENT_RULES, ...IDENTITY_RULES];
 
 /**
  * Settings that work but do not do what they seem to: `gatehouse check`

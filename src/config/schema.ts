@@ -49,6 +49,42 @@ const section = <T extends Parameters<typeof Type.Object>[0]>(properties: T) =>
 
 const HEADER_NAME = "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$";
 
+/** One scope token (RFC 6749 §3.3: printable ASCII without space, `"` or `\\`). */
+const scope = () => Type.String({ pattern: '^[\\x21\\x23-\\x5B\\x5D-\\x7E]+$', errorMessage: 'must be a scope token (no spaces or quotes)' });
+const scopeList = () => Type.Array(scope(), { minItems: 1, errorMessage: 'must be a list of scopes' });
+/** An RFC 8707 resource indicator; checks.ts requires an absolute URI without a fragment. */
+const resource = () => Type.String({ minLength: 1, errorMessage: 'must be an absolute URI such as https://orders.example.com' });
+
+/**
+ * A route's own token (README "A token for each API"): a resource indicator
+ * (RFC 8707) and/or scopes obtained with the refresh token, or a token
+ * exchange (RFC 8693) of the user's sign-in token. Each distinct object is
+ * one token target.
+ */
+const TokenTargetSchema = Type.Object(
+  {
+    /** What `gatehouse_token_refreshes_total{target}` calls it; default its resource, audience or scopes. */
+    name: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9._:/@+-]{1,128}$', errorMessage: 'must be 1 to 128 letters, digits or ._:/@+-' })),
+    resource: Type.Optional(resource()),
+    scopes: Type.Optional(scopeList()),
+    exchange: Type.Optional(
+      Type.Object(
+        {
+          audience: Type.Optional(text()),
+          resource: Type.Optional(resource()),
+          scopes: Type.Optional(scopeList()),
+          /** Which of the user's tokens is sent as `subject_token`. */
+          subjectToken: oneOf(['access', 'id'], 'access'),
+        },
+        { additionalProperties: false, errorMessage: 'must be a mapping with audience and/or resource, scopes and subjectToken' },
+      ),
+    ),
+  },
+  { additionalProperties: false, errorMessage: 'must be a mapping with resource and/or scopes, or exchange, and an optional name' },
+);
+
+export type TokenTargetConfig = StaticDecode<typeof TokenTargetSchema>;
+
 /** One entry of `routes` (README "Routes"): which paths go where, and who may pass. */
 const RouteSchema = Type.Object(
   {
@@ -59,8 +95,12 @@ const RouteSchema = Type.Object(
     /** Whether the route's path is removed before the upstream's base path is put in front. */
     stripPrefix: Type.Boolean({ default: false, errorMessage: 'must be true or false' }),
     auth: oneOf(['required', 'optional', 'public'], 'required'),
-    /** Default: `access`, and `none` on public routes. */
-    token: Type.Optional(oneOf(['access', 'none'])),
+    /** Default: `access`, and `none` on public routes; an object names a token target of its own (README "A token for each API"). */
+    token: Type.Optional(
+      Type.Union([Type.Literal('access'), Type.Literal('none'), TokenTargetSchema], {
+        errorMessage: 'must be access, none, or a token target (resource and/or scopes, or exchange)',
+      }),
+    ),
     onUnauthenticated: oneOf(['auto', 'page', '401'], 'auto'),
     /** Identity headers: header name -> claim of the user's ID token or userinfo. */
     headers: Type.Record(Type.String({ pattern: HEADER_NAME }), text(), {
@@ -177,7 +217,7 @@ export const ConfigSchema = Type.Object(
       pushedAuthorization: oneOf(['auto', 'required', 'off'], 'auto'),
       /** DPoP (RFC 9449): tokens bound to a key pair per user, a proof on every token, refresh and upstream request. */
       dpop: Type.Boolean({ default: false, errorMessage: 'must be true or false' }),
-      scopes: Type.Array(Type.String({ pattern: '^[\\x21\\x23-\\x5B\\x5D-\\x7E]+$', errorMessage: 'must be a scope token (no spaces or quotes)' }), {
+      scopes: Type.Array(scope(), {
         default: ['openid', 'profile', 'email', 'offline_access'],
         errorMessage: 'must be a list of scopes',
       }),

@@ -4,6 +4,7 @@ import { closeServer, listen } from './listen.js';
 import { escapeHtml } from '../http/page-template.js';
 
 import Provider, {
+  errors,
   type Account,
   type AdapterFactory,
   type ClientMetadata,
@@ -33,6 +34,30 @@ export interface DemoClient {
    * (OpenID Connect Back-Channel Logout 1.0); ID tokens then carry `sid`.
    */
   backchannelLogoutUri?: string;
+  /** May use the token-exchange grant (RFC 8693), when the server offers it (`tokenExchange`). */
+  tokenExchange?: boolean;
+}
+
+/** A resource server the AS issues audience-restricted access tokens for (RFC 8707). */
+export interface DemoResourceServer {
+  /** The tokens' `aud`; default the resource indicator itself. */
+  audience?: string;
+  /** Scopes the server offers for it: a client's request is granted these and no others. */
+  scopes: string[];
+  /** Seconds its tokens live; default the server's access-token TTL. */
+  accessTokenTtl?: number;
+  /** Accept the indicator in authorization requests but refuse tokens for it with `invalid_target` (a policy change at the AS). */
+  refuseTokens?: boolean;
+}
+
+/** What a token exchange (RFC 8693) for one `audience` or `resource` yields. */
+export interface DemoExchangeTarget {
+  /** The exchanged token's `aud`. */
+  audience: string;
+  /** Scopes it may carry; a request for others is `invalid_scope`. */
+  scopes: string[];
+  /** Refuse every exchange for it with this OAuth error. */
+  refuse?: 'access_denied' | 'unauthorized_client';
 }
 
 /** Options of {@link startAuthorizationServer}. */
@@ -90,6 +115,16 @@ export interface AuthorizationServerOptions {
   machineClients?: ReadonlyArray<{ clientId: string; clientSecret: string }>;
   /** Clients besides the built-in resource server that may introspect any token (a gateway checking machine clients' tokens). */
   introspectors?: readonly string[];
+  /**
+   * Resource indicators (RFC 8707) the server knows: a token asked for with
+   * `resource` carries that server's audience and only its scopes. Without
+   * it, resource indicators are off.
+   */
+  resourceServers?: Readonly<Record<string, DemoResourceServer>>;
+  /** Offer the token-exchange grant (RFC 8693) for these audiences and resources, to clients with `tokenExchange`. */
+  tokenExchange?: Readonly<Record<string, DemoExchangeTarget>>;
+  /** Scopes the server knows besides openid, profile, email and offline_access (granted to every client that asks). */
+  extraScopes?: readonly string[];
 }
 
 /** Successful token endpoint grants by type, and failed refreshes. */
@@ -97,6 +132,10 @@ export interface GrantCounters {
   authorizationCode: number;
   refreshToken: number;
   refreshTokenErrors: number;
+  /** Successful token exchanges (RFC 8693). */
+  tokenExchange: number;
+  /** Successful grants by the `resource` they asked for (refresh and token exchange), and by exchange `audience`. */
+  byTarget: Record<string, number>;
 }
 
 /** A running demo authorization server. */
@@ -145,6 +184,7 @@ export async function startAuthorizationServer(opts: AuthorizationServerOptions)
   try {
     const provider = new Provider(issuer, buildConfiguration(opts, introspection));
     if (opts.issuer !== undefined) pinOriginToIssuer(provider, issuer);
+    if (opts.tokenExchange !== undefined) registerTokenExchange(provider, opts.tokenExchange);
     const { grants, refreshesOf } = countGrants(provider);
     server.on('request', provider.callback());
     return { url: issuer, listenUrl, provider, introspection, grants, refreshesOf, close: () => closeServer(server) };
@@ -161,12 +201,15 @@ function buildConfiguration(
   const refreshTokenTtl = opts.refreshTokenTtl ?? ONE_DAY;
   const issueRefreshTokens = opts.issueRefreshTokens ?? true;
   const extraClaimNames = [...new Set(Object.values(opts.extraClaims ?? {}).flatMap((claims) => Object.keys(claims)))];
+  const scopes = [...DEMO_SCOPES, ...(opts.extraScopes ?? [])];
+  const resourceServers = opts.resourceServers;
+  const accessTokenTtl = opts.accessTokenTtl ?? 60;
   return {
     adapter: opts.adapter,
     clients: [...opts.clients.map(clientMetadata), resourceServerMetadata(introspection), ...(opts.machineClients ?? []).map(machineClientMetadata)],
     jwks: { keys: [generateSigningKey()] },
     cookies: { keys: [randomBytes(32).toString('base64url')] },
-    scopes: DEMO_SCOPES,
+    scopes,
     claims: { openid: ['sub'], profile: ['name', ...extraClaimNames], email: ['email', 'email_verified'] },
     // Put profile and email claims in the ID token too, so a client needs no userinfo call to show who signed in.
     conformIdTokenClaims: false,
@@ -174,7 +217,7 @@ function buildConfiguration(
     pkce: { required: () => true },
     findAccount: (_ctx, sub) => account(sub, opts.emailDomain ?? 'example.com', opts.extraClaims?.[sub]),
     renderError,
-    loadExistingGrant: grantDemoScopes,
+    loadExistingGrant: (ctx) => grantDemoScopes(ctx, scopes),
     issueRefreshToken: (_ctx, client) => issueRefreshTokens && client.grantTypeAllowed('refresh_token'),
     rotateRefreshToken: opts.rotateRefreshTokens ?? true,
     // oidc-provider refuses outgoing requests (back-channel logout tokens) to
@@ -195,9 +238,31 @@ function buildConfiguration(
       backchannelLogout: { enabled: true },
       pushedAuthorizationRequests: { enabled: opts.pushedAuthorization ?? false },
       dPoP: opts.dpopNonces ? { enabled: true, nonceSecret: randomBytes(32), requireNonce: () => true } : { enabled: opts.dpop ?? true },
+      resourceIndicators:
+        resourceServers === undefined
+          ? { enabled: false }
+          : {
+              enabled: true,
+              // A grant that holds several resources asked for without one (a scopes-only refresh) gets a token for none of them.
+              defaultResource: (_ctx, _client, oneOf) => (Array.isArray(oneOf) && oneOf.length > 1 ? undefined : oneOf),
+              getResourceServerInfo: (ctx, indicator) => {
+                const server = resourceServers[indicator];
+                if (server === undefined || (server.refuseTokens && ctx.oidc.route === 'token')) throw new errors.InvalidTarget();
+                return {
+                  scope: server.scopes.join(' '),
+                  audience: server.audience ?? indicator,
+                  accessTokenFormat: 'opaque',
+                  ...(server.accessTokenTtl === undefined ? {} : { accessTokenTTL: server.accessTokenTtl }),
+                };
+              },
+            },
     },
     ttl: {
-      AccessToken: opts.accessTokenTtl ?? 60,
+      // A resource server's own TTL, when it has one, before the server-wide one.
+      AccessToken:
+        typeof accessTokenTtl === 'number'
+          ? (_ctx, token) => (token as { resourceServer?: { accessTokenTTL?: number } }).resourceServer?.accessTokenTTL ?? accessTokenTtl
+          : accessTokenTtl,
       RefreshToken: refreshTokenTtl,
       ClientCredentials: 10 * 60,
       IdToken: 60 * 60,
@@ -215,7 +280,7 @@ function clientMetadata(client: DemoClient): ClientMetadata {
     redirect_uris: client.redirectUris,
     post_logout_redirect_uris: client.postLogoutRedirectUris ?? [],
     token_endpoint_auth_method: client.authMethod ?? (client.clientSecret === undefined ? 'none' : 'client_secret_basic'),
-    grant_types: ['authorization_code', 'refresh_token'],
+    grant_types: ['authorization_code', 'refresh_token', ...(client.tokenExchange ? [TOKEN_EXCHANGE] : [])],
     response_types: ['code'],
     ...(client.jwks === undefined ? {} : { jwks: client.jwks }),
     ...(client.requirePushedAuthorization ? { require_pushed_authorization_requests: true } : {}),
@@ -279,14 +344,18 @@ function renderError(ctx: KoaContextWithOIDC, out: ErrorOut): void {
  * Every demo client is first-party, so the consent prompt is skipped: the
  * grant found (or created) for this session always holds the demo scopes.
  */
-async function grantDemoScopes(ctx: KoaContextWithOIDC): Promise<Grant | undefined> {
+async function grantDemoScopes(ctx: KoaContextWithOIDC, scopes: readonly string[]): Promise<Grant | undefined> {
   const { client, session, provider } = ctx.oidc;
   if (client === undefined || session?.accountId === undefined) return undefined;
   const grantId = ctx.oidc.result?.consent?.grantId ?? session.grantIdFor(client.clientId);
   const grant =
     (grantId === undefined ? undefined : await provider.Grant.find(grantId)) ??
     new provider.Grant({ clientId: client.clientId, accountId: session.accountId });
-  grant.addOIDCScope(DEMO_SCOPES);
+  grant.addOIDCScope(scopes.join(' '));
+  // Every scope a requested resource server offers (RFC 8707); a scope it does not offer is never granted.
+  for (const [indicator, server] of Object.entries(ctx.oidc.resourceServers ?? {})) {
+    if (server.scope) grant.addResourceScope(indicator, server.scope);
+  }
   await grant.save();
   return grant;
 }
@@ -333,10 +402,13 @@ form.submit();
 }
 
 function countGrants(provider: Provider): { grants: GrantCounters; refreshesOf(sub: string): number } {
-  const grants: GrantCounters = { authorizationCode: 0, refreshToken: 0, refreshTokenErrors: 0 };
+  const grants: GrantCounters = { authorizationCode: 0, refreshToken: 0, refreshTokenErrors: 0, tokenExchange: 0, byTarget: {} };
   const refreshesBySub = new Map<string, number>();
   provider.on('grant.success', (ctx) => {
     const grantType = ctx.oidc.params?.grant_type;
+    const target = ctx.oidc.params?.resource ?? ctx.oidc.params?.audience;
+    if (typeof target === 'string') grants.byTarget[target] = (grants.byTarget[target] ?? 0) + 1;
+    if (grantType === TOKEN_EXCHANGE) grants.tokenExchange += 1;
     if (grantType === 'authorization_code') grants.authorizationCode += 1;
     else if (grantType === 'refresh_token') {
       grants.refreshToken += 1;
@@ -348,4 +420,57 @@ function countGrants(provider: Provider): { grants: GrantCounters; refreshesOf(s
     if (ctx.oidc.params?.grant_type === 'refresh_token') grants.refreshTokenErrors += 1;
   });
   return { grants, refreshesOf: (sub) => refreshesBySub.get(sub) ?? 0 };
+}
+
+const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
+const ID_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:id_token';
+
+/**
+ * The token-exchange grant (RFC 8693 §2), which oidc-provider leaves to the
+ * deployment: the subject token is one of this server's access tokens
+ * (active, issued to the same client) or an ID token it signed for the
+ * client; the answer is an access token for the `audience` (or `resource`)
+ * asked for, with that audience and only the scopes it allows.
+ */
+function registerTokenExchange(provider: Provider, targets: Readonly<Record<string, DemoExchangeTarget>>): void {
+  const parameters = ['subject_token', 'subject_token_type', 'audience', 'resource', 'scope', 'requested_token_type'];
+  provider.registerGrantType(
+    TOKEN_EXCHANGE,
+    async (ctx: KoaContextWithOIDC) => {
+      const params = ctx.oidc.params as Record<string, string | undefined>;
+      const client = ctx.oidc.client!;
+      if (params.requested_token_type !== undefined && params.requested_token_type !== ACCESS_TOKEN_TYPE) {
+        throw new errors.InvalidRequest('only access tokens are issued');
+      }
+      if (typeof params.subject_token !== 'string') throw new errors.InvalidRequest('subject_token missing');
+      let accountId: string;
+      let grantId: string | undefined;
+      if (params.subject_token_type === ACCESS_TOKEN_TYPE) {
+        const subject = await provider.AccessToken.find(params.subject_token);
+        if (!subject?.isValid || subject.clientId !== client.clientId) throw new errors.InvalidGrant('subject token is not active');
+        accountId = subject.accountId!;
+        grantId = subject.grantId;
+      } else if (params.subject_token_type === ID_TOKEN_TYPE) {
+        const validated = await provider.IdToken.validate(params.subject_token, client).catch(() => undefined);
+        if (validated === undefined) throw new errors.InvalidGrant('subject token is not a valid ID token');
+        accountId = String(validated.payload.sub);
+      } else {
+        throw new errors.InvalidRequest('unsupported subject_token_type');
+      }
+      const key = params.audience ?? params.resource;
+      const target = key === undefined ? undefined : targets[key];
+      if (key === undefined || target === undefined) throw new errors.InvalidTarget();
+      if (target.refuse === 'access_denied') throw new errors.AccessDenied();
+      if (target.refuse === 'unauthorized_client') throw new errors.UnauthorizedClient();
+      const scope = params.scope === undefined ? target.scopes : params.scope.split(' ');
+      if (scope.some((name) => !target.scopes.includes(name))) throw new errors.InvalidScope('scope not allowed for this audience', scope.join(' '));
+      // An ID token names no grant: the exchanged token then stands on its own (introspection checks a grant only when there is one).
+      const token = new provider.AccessToken({ accountId, client, gty: 'token-exchange', scope: scope.join(' '), grantId: grantId as string });
+      token.resourceServer = new provider.ResourceServer(key, { audience: target.audience, scope: target.scopes.join(' '), accessTokenFormat: 'opaque' });
+      const value = await token.save();
+      ctx.body = { access_token: value, issued_token_type: ACCESS_TOKEN_TYPE, token_type: 'Bearer', expires_in: token.expiration, scope: token.scope };
+    },
+    parameters,
+  );
 }

@@ -42,12 +42,12 @@ export class GatewayLinks {
 
 /**
  * The JSON body of a refusal: `{"error": slug}` for the bare rows (README
- * "Errors"), else with the registry's sentence, and the link's href as
+ * "Errors"; with the row's `reason` when it has one), else with the registry's sentence, and the link's href as
  * `login` when one is offered. Never the request's path or an upstream's text.
  */
 export function errorBody(error: GatehouseError, link?: Link): Record<string, string> {
   const row = errorRow(error.code);
-  if (row.bare) return { error: row.slug };
+  if (row.bare) return row.reason === undefined ? { error: row.slug } : { error: row.slug, reason: row.reason };
   return { error: row.slug, message: error.message, ...(link ? { login: link.href } : {}) };
 }
 

@@ -27,10 +27,11 @@ export class Metrics {
     labelNames: ['result'] as const,
     registers: [this.registry],
   });
+  /** By `target`: `sign-in` for the sign-in tokens, else a token target's label (README "A token for each API"). */
   readonly refreshes = new Counter({
     name: 'gatehouse_token_refreshes_total',
-    help: 'Access-token refreshes: ok, failed, or joined (waited for a refresh already under way)',
-    labelNames: ['result'] as const,
+    help: 'Access-token refreshes and token-target grants, by target: ok, failed, or joined (waited for one already under way)',
+    labelNames: ['target', 'result'] as const,
     registers: [this.registry],
   });
   /** Time from receiving a request to sending the last byte of its response, by route class. */
@@ -80,11 +81,14 @@ export class Metrics {
   /**
    * @param routeLabels every label of `gatehouse_http_requests_total` this gateway can count: its own route classes and its routes' labels
    * @param countSessions the store-wide session count; without it the gauge is absent (README "Observe")
+   * @param targetLabels every `target` of `gatehouse_token_refreshes_total`: `sign-in` and the token targets' labels (README "A token for each API")
    */
-  constructor(routeLabels: readonly string[], countSessions?: () => Promise<number>) {
-    // Every label value from start-up, at 0 until it happens: "nothing failed" is not "no data" (SPEC §8).
+  constructor(routeLabels: readonly string[], countSessions?: () => Promise<number>, targetLabels: readonly string[] = ['sign-in']) {
+    // Every label value from start-up, at 0 until it happens: "nothing failed" is not "no data" (README "Observe").
     for (const result of LOGIN_RESULTS) this.logins.inc({ result }, 0);
-    for (const result of REFRESH_RESULTS) this.refreshes.inc({ result }, 0);
+    for (const target of targetLabels) {
+      for (const result of REFRESH_RESULTS) this.refreshes.inc({ target, result }, 0);
+    }
     for (const result of BEARER_RESULTS) this.bearerRequests.inc({ result }, 0);
     const unscraped = this.#unscraped;
     const requestsTotal = new Counter({

@@ -24,7 +24,7 @@ export function pushesAuthorization(mode: Config['provider']['pushedAuthorizatio
  */
 export async function authorizationUrl(
   configuration: oidc.Configuration,
-  parameters: Record<string, string>,
+  parameters: URLSearchParams,
   push: boolean,
   log: FastifyBaseLogger,
 ): Promise<URL> {

@@ -12,6 +12,7 @@ import type { Clock } from '../clock.js';
 import type { Span } from '@opentelemetry/api';
 import { activeSpan, annotate, traceAsCall } from '../tracing/tracing.js';
 import type { DpopKeys } from './dpop.js';
+import { SIGN_IN_TARGET } from '../config/token-targets.js';
 
 export interface RefresherOptions {
   provider: Provider;
@@ -89,7 +90,7 @@ export class TokenRefresher {
     const span = activeSpan();
     const running = this.#inFlight.get(userId);
     if (running) {
-      this.#options.metrics.refreshes.inc({ result: 'joined' });
+      this.#options.metrics.refreshes.inc({ target: SIGN_IN_TARGET, result: 'joined' });
       annotate(span, { 'gatehouse.refresh.outcome': 'joined' });
       return running;
     }
@@ -99,24 +100,61 @@ export class TokenRefresher {
   }
 
   async #refreshUnderLock(userId: string, log: FastifyBaseLogger, rejected: string | undefined, span: Span | undefined): Promise<TokenRecord> {
-    const { store, metrics } = this.#options;
-    return store.withLock(userLock(userId), async () => {
-      const current = await this.#current(userId);
-      if (!current) throw gatehouseError('GH_ERR_SESSION_REQUIRED');
+    return this.underLock(userId, async (current) => {
       const stale = rejected === undefined ? needsRefresh(current, this.#options.refreshSkewMs, this.#options.clock.now()) : current.accessToken === rejected;
       if (!stale) {
-        metrics.refreshes.inc({ result: 'joined' });
+        this.#options.metrics.refreshes.inc({ target: SIGN_IN_TARGET, result: 'joined' });
         annotate(span, { 'gatehouse.refresh.outcome': 'joined' });
         return current;
       }
-      if (current.refreshToken === undefined) {
-        annotate(span, { 'gatehouse.refresh.outcome': 'no_refresh_token' });
-        log.info({ userId: current.user ?? userId }, 'access token expired without a refresh token');
-        await endSessionsOf(store, current, everySession);
-        throw gatehouseError('GH_ERR_SESSION_REQUIRED');
-      }
-      return this.#refresh(current, log, span);
+      return this.#refreshOrEnd(current, log, span);
     });
+  }
+
+  /**
+   * Runs `work` holding the user's lock (in this process and, on a shared
+   * store, across replicas) on the user's current record: the stored one, or
+   * tokens issued earlier that the store has not taken yet. Every grant that
+   * presents the user's refresh token runs in here, one at a time, so with
+   * rotation none ever presents a refresh token an earlier grant replaced
+   * (RFC 9700 §4.14.2; README "A token for each API").
+   * @throws GH_ERR_SESSION_REQUIRED when the user has no record any more.
+   */
+  async underLock<T>(userId: string, work: (current: TokenRecord) => Promise<T>): Promise<T> {
+    return this.#options.store.withLock(userLock(userId), async () => {
+      const current = await this.#current(userId);
+      if (!current) throw gatehouseError('GH_ERR_SESSION_REQUIRED');
+      return work(current);
+    });
+  }
+
+  /**
+   * Inside {@link underLock}: `current` itself when its access token is
+   * fresh, else the refreshed record (stored). Throws as fresh() does.
+   */
+  async freshUnderLock(current: TokenRecord, log: FastifyBaseLogger): Promise<TokenRecord> {
+    if (this.isFresh(current, this.#options.clock.now())) return current;
+    return this.#refreshOrEnd(current, log, activeSpan());
+  }
+
+  /**
+   * Inside {@link underLock}: writes a record for which the AS has just
+   * issued tokens, `replaced` being the refresh token it held before. A
+   * write the store does not take is kept in this process and retried.
+   */
+  async persistUnderLock(record: TokenRecord, replaced: string | undefined, log: FastifyBaseLogger): Promise<void> {
+    await this.#persist(record, replaced, log);
+  }
+
+  /** Refreshes `current`, or ends every session of the user when it cannot be refreshed (no refresh token). */
+  async #refreshOrEnd(current: TokenRecord, log: FastifyBaseLogger, span: Span | undefined): Promise<TokenRecord> {
+    if (current.refreshToken === undefined) {
+      annotate(span, { 'gatehouse.refresh.outcome': 'no_refresh_token' });
+      log.info({ userId: current.user ?? current.userId }, 'access token expired without a refresh token');
+      await endSessionsOf(this.#options.store, current, everySession);
+      throw gatehouseError('GH_ERR_SESSION_REQUIRED');
+    }
+    return this.#refresh(current, log, span);
   }
 
   async #refresh(current: TokenRecord, log: FastifyBaseLogger, span: Span | undefined): Promise<TokenRecord> {
@@ -130,7 +168,7 @@ export class TokenRefresher {
       // No `scope` parameter: the granted scope stays, and some servers reject a repeated one.
       response = await traceAsCall('refresh', () => oidc.refreshTokenGrant(provider.configuration, current.refreshToken!, undefined, options));
     } catch (err) {
-      metrics.refreshes.inc({ result: 'failed' });
+      metrics.refreshes.inc({ target: SIGN_IN_TARGET, result: 'failed' });
       const rejected = classifyProviderFailure(err) === 'rejected';
       annotate(span, { 'gatehouse.refresh.outcome': rejected ? 'rejected' : 'failed' });
       if (rejected) {
@@ -145,7 +183,7 @@ export class TokenRefresher {
     try {
       issued = readTokenResponse(response, sentAt, this.#options.defaultLifetime, dpop ? 'dpop' : 'bearer');
     } catch (err) {
-      metrics.refreshes.inc({ result: 'failed' });
+      metrics.refreshes.inc({ target: SIGN_IN_TARGET, result: 'failed' });
       annotate(span, { 'gatehouse.refresh.outcome': 'failed' });
       log.warn({ userId: current.user ?? current.userId, failure: describeFailure(err, tokenEndpoint(provider)) }, 'refresh response unusable');
       // The AS answered, so with rotation the old refresh token is spent: keep the new one (the
@@ -167,7 +205,7 @@ export class TokenRefresher {
       ...(dpopKey ? { dpopKey } : {}),
     };
     await this.#persist(refreshed, current.refreshToken, log);
-    metrics.refreshes.inc({ result: 'ok' });
+    metrics.refreshes.inc({ target: SIGN_IN_TARGET, result: 'ok' });
     annotate(span, { 'gatehouse.refresh.outcome': 'ok' });
     log.info({ userId: current.user ?? current.userId, rotated: issued.refreshToken !== undefined }, 'token refreshed');
     return refreshed;
@@ -226,7 +264,7 @@ export class TokenRefresher {
 
 
 /** A rejected refresh (or a token that can no longer be refreshed) ends every session that shares the record. */
-function everySession(): boolean {
+export function everySession(): boolean {
   return true;
 }
 

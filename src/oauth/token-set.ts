@@ -39,7 +39,7 @@ export function readTokenResponse(response: TokenEndpointResponse, sentAt: numbe
  * Whether an access token must be refreshed before use: expired, or within the
  * skew, the skew being at most half the token's lifetime (README "Configuration").
  */
-export function needsRefresh(record: TokenRecord, refreshSkewMs: number, now: number): boolean {
+export function needsRefresh(record: Pick<TokenRecord, 'expiresAt' | 'lifetime'>, refreshSkewMs: number, now: number): boolean {
   const skew = Math.min(refreshSkewMs, (record.lifetime * 1000) / 2);
   return now >= record.expiresAt - skew;
 }

@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { LRUCache } from 'lru-cache';
 import type { GatewayContext } from '../context.js';
-import { gatehouseError } from '../errors.js';
+import { gatehouseError, isGatehouseError } from '../errors.js';
 import { requestCheck } from '../http/csrf.js';
 import { isNavigation } from '../http/request-kind.js';
 import { resolveCached, resolveStored, type ResolvedSession } from '../access/resolve.js';
@@ -33,7 +33,7 @@ export type PreHandler = (request: FastifyRequest, reply: FastifyReply, done: (e
  * even right after a replacement (src/plugins/proxy.ts): such a request is not retried again.
  */
 export function createAuthenticate(context: GatewayContext, slots: UserSlots, refusedAfterRetry: LRUCache<string, string>): PreHandler {
-  const { cookies, refresher, dpop, routes, crossSite, clock, errorResponse, links } = context;
+  const { cookies, refresher, targetTokens, dpop, routes, crossSite, clock, errorResponse, links } = context;
   const isCrossSite = requestCheck(crossSite);
 
   function authenticate(request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void): void {
@@ -42,8 +42,10 @@ export function createAuthenticate(context: GatewayContext, slots: UserSlots, re
     if (route.auth !== 'public') {
       const now = clock.now();
       const resolved = resolveCached(context, request.cookies[cookies.sessionName], now);
+      // A route with a token target is decided here only with its token fresh too (README "A token for each API").
+      const target = resolved == null || route.target === undefined ? undefined : targetTokens.peek(resolved.tokens, route.target, now);
       // A DPoP proof is signed asynchronously: such a request always takes the async path.
-      if (resolved == null || dpop || !refresher.isFresh(resolved.tokens, now)) {
+      if (resolved == null || dpop || !refresher.isFresh(resolved.tokens, now) || (route.target !== undefined && target === undefined)) {
         authenticateUser(request, reply, exchange, resolved, now).then((answered) => {
           if (answered === undefined) exchange.startedAt = process.hrtime.bigint();
           done();
@@ -52,7 +54,7 @@ export function createAuthenticate(context: GatewayContext, slots: UserSlots, re
       }
       if (isCrossSite(request)) throw gatehouseError('GH_ERR_CSRF_REJECTED');
       enter(request, reply, exchange, resolved);
-      if (pass(request, reply, exchange, admit(route, resolved, resolved.tokens), resolved.tokens) !== undefined) return;
+      if (pass(request, reply, exchange, admit(route, resolved, resolved.tokens, target), resolved.tokens) !== undefined) return;
     }
     exchange.startedAt = process.hrtime.bigint();
     done();
@@ -104,7 +106,15 @@ export function createAuthenticate(context: GatewayContext, slots: UserSlots, re
     // The CSRF rule holds for every request proxied with a session (README "Routes").
     if (crossSiteRequest) throw gatehouseError('GH_ERR_CSRF_REJECTED');
     enter(request, reply, exchange, resolved);
-    const admission = await admitFresh(context, route, resolved, request.log);
+    let admission: Admission | null;
+    try {
+      admission = await admitFresh(context, route, resolved, request.log);
+    } catch (err) {
+      // The AS refused the route's token target: answered as `allow` refusals are, the session kept (README "A token for each API").
+      if (!isGatehouseError(err) || err.code !== 'GH_ERR_TOKEN_REFUSED') throw err;
+      request.errorCode = err.code;
+      return errorResponse.send(request, reply, err, links.signOut);
+    }
     if (admission === null) {
       // An optional route whose session the AS just ended (a rejected refresh) goes on without it.
       cookies.clearSession(reply);
@@ -114,7 +124,7 @@ export function createAuthenticate(context: GatewayContext, slots: UserSlots, re
     }
     const answered = pass(request, reply, exchange, admission, resolved.tokens);
     if (answered === undefined && dpop && exchange.token !== '') {
-      exchange.proof = await upstreamProof(dpop, admission.tokens, request.method, upstreamUrl(route, exchange.path));
+      exchange.proof = await upstreamProof(dpop, admission.tokens, request.method, upstreamUrl(route, exchange.path), admission.target);
     }
     return answered;
   }

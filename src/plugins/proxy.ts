@@ -42,7 +42,7 @@ class UpstreamAgent extends Agent {
 export const proxyPlugin = fp(
   async (fastify) => {
     const context = fastify.gatehouse;
-    const { config, cookies, refresher, metrics, dpop, clientAddressing } = context;
+    const { config, cookies, refresher, targetTokens, metrics, dpop, clientAddressing } = context;
     const upstreamHeaders = new UpstreamHeaders(context);
     const slots = new UserSlots(config.limits.perUserConcurrency);
     /**
@@ -95,10 +95,18 @@ export const proxyPlugin = fp(
       const exchange = request.exchange!;
       request.log.info({ userId: request.userId }, 'upstream refused the access token: replacing it');
       try {
-        const tokens = await refresher.replace(exchange.userKey, exchange.token, request.log);
-        exchange.token = tokens.accessToken;
-        // A proof is good for one request (its jti): the retry gets its own.
-        if (dpop) exchange.proof = await upstreamProof(dpop, tokens, request.method, upstreamUrl(exchange.route, exchange.path));
+        const target = exchange.route.target;
+        if (target === undefined) {
+          const tokens = await refresher.replace(exchange.userKey, exchange.token, request.log);
+          exchange.token = tokens.accessToken;
+          // A proof is good for one request (its jti): the retry gets its own.
+          if (dpop) exchange.proof = await upstreamProof(dpop, tokens, request.method, upstreamUrl(exchange.route, exchange.path));
+        } else {
+          // The route's own token was refused: a new one for its target, the sign-in token untouched.
+          const grant = await targetTokens.replace(exchange.userKey, target, exchange.token, request.log);
+          exchange.token = grant.token.accessToken;
+          if (dpop) exchange.proof = await upstreamProof(dpop, grant.record, request.method, upstreamUrl(exchange.route, exchange.path), grant.token);
+        }
       } catch (err) {
         reply.send(err);
         return;

@@ -61,6 +61,8 @@ export async function forwardAuthRoute(fastify: FastifyInstance): Promise<void> 
           if (resolved !== null && route.auth === 'optional' && isCrossSite(original.method, request.headers)) return refuse(request, reply, 'GH_ERR_CSRF_REJECTED');
           if (resolved !== null) admission = await admitFresh(context, route, resolved, request.log);
         } catch (err) {
+          // The AS refused the route's token target: answered as `allow` refusals are, the session kept (README "A token for each API").
+          if (isGatehouseError(err) && err.code === 'GH_ERR_TOKEN_REFUSED') return refuse(request, reply, err);
           // A refresh the AS rejected has ended the user's sessions: from here on the browser is signed out.
           if (!(isGatehouseError(err) && err.code === 'GH_ERR_SESSION_REQUIRED')) throw err;
         }

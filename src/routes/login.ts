@@ -5,6 +5,7 @@ import { AddressList } from '../http/address-list.js';
 import { originalRequest } from '../http/original-request.js';
 import type { PendingLogin } from '../oauth/pending-login.js';
 import { authorizationUrl as buildAuthorizationUrl, pushesAuthorization } from '../oauth/pushed-authorization.js';
+import { signInAsks } from '../config/token-targets.js';
 
 /**
  * GET /login: starts the authorization code flow with state, PKCE S256 and,
@@ -14,8 +15,9 @@ import { authorizationUrl as buildAuthorizationUrl, pushesAuthorization } from '
  * pushed first and the redirect carries only `client_id` and `request_uri`.
  */
 export async function loginRoute(fastify: FastifyInstance): Promise<void> {
-  const { config, provider, pendingLogins, cookies, redirectUri, basePath } = fastify.gatehouse;
-  const scope = config.provider.scopes.join(' ');
+  const { config, provider, pendingLogins, cookies, redirectUri, basePath, routes } = fastify.gatehouse;
+  // One consent for every API: the targets' resources and scopes are asked for at sign-in (README "A token for each API").
+  const { scope, resources } = signInAsks(config.provider.scopes, routes.targets);
   const wantsNonce = config.provider.scopes.includes('openid');
   const defaultReturnTo = `${basePath}/`;
   const pushMode = config.provider.pushedAuthorization;
@@ -33,14 +35,16 @@ export async function loginRoute(fastify: FastifyInstance): Promise<void> {
       returnTo: requested === '/' ? defaultReturnTo : requested,
       createdAt: Date.now(),
     };
-    const parameters: Record<string, string> = {
+    const parameters = new URLSearchParams({
       redirect_uri: redirectUri,
       scope,
       state: pending.state,
       code_challenge: await oidc.calculatePKCECodeChallenge(pending.codeVerifier),
       code_challenge_method: 'S256',
-    };
-    if (pending.nonce !== undefined) parameters.nonce = pending.nonce;
+    });
+    if (pending.nonce !== undefined) parameters.set('nonce', pending.nonce);
+    // RFC 8707 §2.1: one `resource` parameter per resource.
+    for (const resource of resources) parameters.append('resource', resource);
     const authorizationUrl = await buildAuthorizationUrl(configuration, parameters, pushesAuthorization(pushMode, configuration), request.log);
 
     const earlier = pendingLogins.read(request.cookies[cookies.loginName]);

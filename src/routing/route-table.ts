@@ -1,6 +1,7 @@
 import type { Config, RouteConfig } from '../config/schema.js';
 import { compileAllow, type Allow } from './allow.js';
 import { isUnder, normalRoutePath } from '../config/route-paths.js';
+import { compileTokenTargets, type TokenTarget } from '../config/token-targets.js';
 
 export type RouteAuth = 'required' | 'optional' | 'public';
 
@@ -25,8 +26,10 @@ export interface Route {
   basePath: string;
   stripPrefix: boolean;
   auth: RouteAuth;
-  /** Whether the user's access token goes upstream. */
+  /** Whether a token of the user goes upstream: the sign-in access token, or `target`'s. */
   sendsToken: boolean;
+  /** The route's own token target (README "A token for each API"); undefined sends the sign-in access token. */
+  target: TokenTarget | undefined;
   onUnauthenticated: 'auto' | 'page' | '401';
   headers: readonly IdentityHeader[];
   /** Who may pass once signed in; undefined lets every signed-in user pass. */
@@ -46,6 +49,8 @@ export interface RouteTable {
   readonly routes: readonly Route[];
   /** Every header any route names (lower case): removed from every incoming request on every route. */
   readonly identityHeaderNames: ReadonlySet<string>;
+  /** The distinct token targets the routes name (README "A token for each API"). */
+  readonly targets: readonly TokenTarget[];
   /** The route whose path is the longest prefix of `path` (no query) on a segment boundary; undefined when none is. */
   match(path: string): Route | undefined;
 }
@@ -62,12 +67,14 @@ export function compileRoutes(config: Config): RouteTable {
   const entries: readonly RouteConfig[] = config.routes ?? [
     { path: '/', upstream: config.upstream, stripPrefix: false, auth: 'required', onUnauthenticated: 'auto', headers: {}, websocket: false, accept: ['session'], timeout: 30 },
   ];
-  const routes = entries.map((entry) => compileRoute(entry, config.routes === undefined ? ONE_ROUTE_LABEL : undefined));
+  const { targets, byRoute } = compileTokenTargets(config);
+  const routes = entries.map((entry, index) => compileRoute(entry, config.routes === undefined ? ONE_ROUTE_LABEL : undefined, byRoute[index]));
   routes.sort((a, b) => b.path.length - a.path.length);
   const identityHeaderNames = new Set(routes.flatMap((route) => route.headers.map((header) => header.name)));
   return {
     routes,
     identityHeaderNames,
+    targets,
     match(path) {
       for (const route of routes) {
         if (isUnder(path, route.path)) return route;
@@ -77,7 +84,7 @@ export function compileRoutes(config: Config): RouteTable {
   };
 }
 
-function compileRoute(entry: RouteConfig, label: string | undefined): Route {
+function compileRoute(entry: RouteConfig, label: string | undefined, target: TokenTarget | undefined): Route {
   const upstream = new URL(entry.upstream);
   const path = normalRoutePath(entry.path);
   return {
@@ -88,7 +95,8 @@ function compileRoute(entry: RouteConfig, label: string | undefined): Route {
     basePath: upstream.pathname.replace(/\/+$/, ''),
     stripPrefix: entry.stripPrefix,
     auth: entry.auth,
-    sendsToken: (entry.token ?? (entry.auth === 'public' ? 'none' : 'access')) === 'access',
+    sendsToken: target !== undefined || (entry.token ?? (entry.auth === 'public' ? 'none' : 'access')) === 'access',
+    target,
     onUnauthenticated: entry.onUnauthenticated,
     headers: Object.entries(entry.headers).map(([name, claim]) => ({ name: name.toLowerCase(), claim })),
     allow: entry.allow === undefined ? undefined : compileAllow(entry.allow),

@@ -40,6 +40,22 @@ export interface TokenRecord {
    * Sealed with the rest of the record, never written in clear.
    */
   dpopKey?: DpopKey;
+  /**
+   * Token target id -> the user's token for that target (README "A token for
+   * each API"), each with its own expiry; sealed with the rest of the record.
+   */
+  targets?: Record<string, TargetToken>;
+}
+
+/** A user's token for one token target (src/config/token-targets.ts). */
+export interface TargetToken {
+  accessToken: string;
+  /** When it expires, ms since the epoch. */
+  expiresAt: number;
+  /** Lifetime the AS granted it, seconds. */
+  lifetime: number;
+  /** Whether it is bound to the record's DPoP key (RFC 9449): only then does the upstream get a proof with it. */
+  bound?: true;
 }
 
 /** How long the store may stay silent before it counts as unreachable for /readyz. */

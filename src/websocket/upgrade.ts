@@ -158,7 +158,7 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
   async function passFor(view: RequestView, session: SignedIn, target: URL): Promise<UpstreamPass> {
     const { admission } = session;
     const token = upstreamToken(view.route, admission);
-    const proof = token === '' ? '' : await upstreamProof(dpop, admission.tokens, 'GET', target);
+    const proof = token === '' ? '' : await upstreamProof(dpop, admission.tokens, 'GET', target, admission.target);
     return { identity: admission.identity, token, proof };
   }
 }

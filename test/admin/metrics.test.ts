@@ -59,7 +59,7 @@ t.test('metrics count requests by route class and status, logins, refreshes, ups
   t.equal(requests('proxy', '200'), 2);
   t.equal(requests('proxy', '401'), 1);
   t.equal(valueOf(samples, 'gatehouse_logins_total', { result: 'ok' }), 2);
-  t.equal(valueOf(samples, 'gatehouse_token_refreshes_total', { result: 'ok' }), h.as.grants.refreshToken, 'one ok per refresh grant');
+  t.equal(valueOf(samples, 'gatehouse_token_refreshes_total', { target: 'sign-in', result: 'ok' }), h.as.grants.refreshToken, 'one ok per refresh grant');
 
   t.equal(valueOf(samples, 'gatehouse_http_request_duration_seconds_count', { route: 'proxy' }), 3, 'request durations by route class');
   t.equal(valueOf(samples, 'gatehouse_http_request_duration_seconds_count', { route: 'login' }), 2);

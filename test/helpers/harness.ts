@@ -53,6 +53,12 @@ export interface HarnessOptions {
   machineClients?: ReadonlyArray<{ clientId: string; clientSecret: string }>;
   /** The gateway's clock (a TestClock lets a test skip ahead instead of sleeping); default the system clock. */
   clock?: Clock;
+  /** Resource indicators (RFC 8707) the AS knows; resource indicators are off without it. */
+  resourceServers?: AuthorizationServerOptions['resourceServers'];
+  /** The AS offers token exchange (RFC 8693) for these audiences/resources, and the gateway's client may use it. */
+  tokenExchange?: AuthorizationServerOptions['tokenExchange'];
+  /** Scopes the AS knows besides the demo's own. */
+  extraScopes?: AuthorizationServerOptions['extraScopes'];
 }
 
 /** A real AS (behind a switchable proxy), a real upstream and a gateway, all on loopback. */
@@ -106,8 +112,12 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
         redirectUris: [`${publicUrl}/callback`],
         postLogoutRedirectUris: [`${publicUrl}/`],
         ...(options.backchannelLogout ? { backchannelLogoutUri: `${publicUrl}/backchannel-logout` } : {}),
+        tokenExchange: options.tokenExchange !== undefined,
       },
     ],
+    resourceServers: options.resourceServers,
+    tokenExchange: options.tokenExchange,
+    extraScopes: options.extraScopes,
     accessTokenTtl: options.accessTokenTtl ?? 60,
     refreshTokenTtl: options.refreshTokenTtl,
     rotateRefreshTokens: options.rotateRefreshTokens,

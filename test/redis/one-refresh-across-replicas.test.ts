@@ -36,6 +36,6 @@ t.test('30 concurrent requests with an expired token, spread over three replicas
     sent.every((request) => request.headers.authorization === `Bearer ${after!.accessToken}` && request.active),
     'every replica sent the one new token',
   );
-  const refreshes = await Promise.all(gateways.map(async (gateway) => (await (await fetch(`${gateway.adminAddress}/metrics`)).text()).match(/^gatehouse_token_refreshes_total\{result="ok"\} (\d+)$/m)?.[1] ?? '0'));
+  const refreshes = await Promise.all(gateways.map(async (gateway) => (await (await fetch(`${gateway.adminAddress}/metrics`)).text()).match(/^gatehouse_token_refreshes_total\{target="sign-in",result="ok"\} (\d+)$/m)?.[1] ?? '0'));
   t.equal(refreshes.reduce((sum, count) => sum + Number(count), 0), 1, `one replica refreshed (ok per replica: ${refreshes.join(', ')})`);
 });

@@ -182,6 +182,6 @@ t.test('every route label is present at 0 from start-up', async (t) => {
   for (const route of ['/api', '/', 'login', 'callback', 'logout', 'session']) {
     t.ok(metrics.includes(`gatehouse_http_requests_total{route="${route}",status="200"} 0`), route);
   }
-  for (const result of ['ok', 'failed', 'joined']) t.ok(metrics.includes(`gatehouse_token_refreshes_total{result="${result}"} 0`), result);
+  for (const result of ['ok', 'failed', 'joined']) t.ok(metrics.includes(`gatehouse_token_refreshes_total{target="sign-in",result="${result}"} 0`), result);
   t.ok(metrics.includes('gatehouse_logins_total{result="ok"} 0'));
 });
