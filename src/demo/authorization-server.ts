@@ -219,7 +219,10 @@ function buildConfiguration(
     renderError,
     loadExistingGrant: (ctx) => grantDemoScopes(ctx, scopes),
     issueRefreshToken: (_ctx, client) => issueRefreshTokens && client.grantTypeAllowed('refresh_token'),
-    rotateRefreshToken: opts.rotateRefreshTokens ?? true,
+    // oidc-provider consumes a rotated refresh token before it checks the `resource`: a refresh for a
+    // resource it then refuses would leave the client without a live refresh token. Such a request is
+    // not rotated, as an AS that checks first would behave.
+    rotateRefreshToken: (ctx) => (opts.rotateRefreshTokens ?? true) && !refusesTokensFor(resourceServers, ctx.oidc.params?.resource),
     // oidc-provider refuses outgoing requests (back-channel logout tokens) to
     // loopback and private addresses, against SSRF. This server and every
     // client it knows live on loopback, so that guard is dropped here only.
@@ -271,6 +274,10 @@ function buildConfiguration(
       Grant: refreshTokenTtl,
     },
   };
+}
+
+function refusesTokensFor(servers: AuthorizationServerOptions['resourceServers'], resource: unknown): boolean {
+  return typeof resource === 'string' && servers?.[resource]?.refuseTokens === true;
 }
 
 function clientMetadata(client: DemoClient): ClientMetadata {
