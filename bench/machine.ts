@@ -1,10 +1,11 @@
 import { readFileSync } from 'node:fs';
-import { availableParallelism, loadavg, release, totalmem } from 'node:os';
+import { cpus, loadavg, release, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { ROOT } from './cast.js';
 
 /** Where the numbers were taken: the machine and every version that matters. */
 export interface Machine {
+  /** The machine's cores, whatever this process is pinned to (`availableParallelism()` would say 1 under `taskset -c 1`). */
   nproc: number;
   cpuModel: string;
   memoryBytes: number;
@@ -20,7 +21,7 @@ export interface Machine {
 export function describeMachine(pinned: boolean, command: string): Machine {
   const cpuinfo = readFileSync('/proc/cpuinfo', 'utf8');
   return {
-    nproc: availableParallelism(),
+    nproc: cpus().length,
     cpuModel: /^model name\s*:\s*(.+)$/m.exec(cpuinfo)?.[1]?.trim() ?? 'unknown',
     memoryBytes: totalmem(),
     kernel: release(),
