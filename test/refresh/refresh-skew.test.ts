@@ -4,6 +4,7 @@ import { signIn } from '../helpers/sign-in.js';
 import { introspect, watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 import { waitFor } from '../helpers/wait-for.js';
 import { shortLoginTokens, storedTokens } from '../helpers/refresh.js';
+import { TestClock } from '../helpers/clock.js';
 
 /**
  * README "Configuration" `tokens.refreshSkew`: refresh this long before the access token
@@ -30,20 +31,22 @@ t.test('refreshSkew refreshes before expiry, capped at half the lifetime', async
 });
 
 t.test('refreshSkew 0 uses the token until it expires', async (t) => {
-  const h = await startHarness({ accessTokenTtl: shortLoginTokens(4), config: { tokens: { refreshSkew: 0 } } });
+  // The gateway's clock is moved instead of waiting, so no assertion depends on how fast the machine is;
+  // the AS's own clock does not move, so the first token stays valid there throughout.
+  const clock = new TestClock();
+  const h = await startHarness({ accessTokenTtl: shortLoginTokens(60), config: { tokens: { refreshSkew: 0 } }, clock });
   t.teardown(() => h.close());
   const watch = watchTokenEndpoint(h.as);
   const { cookie } = await signIn(h.url, { user: 'bob' });
   const first = watch.issued.at(-1)!;
   const { expiresAt } = (await storedTokens(h, 'bob'))!;
-  // Halfway: the default skew (30 s, capped at 2 s) would already refresh here.
-  await waitFor('half the lifetime', () => Date.now() >= expiresAt - 2000 + 50);
-  if (Date.now() < expiresAt - 500) {
-    t.equal((await fetch(`${h.url}/api/me`, { headers: { cookie } })).status, 200);
-    t.equal(h.as.grants.refreshToken, 0, 'no refresh while the token is valid');
-    t.equal(h.upstream.received.at(-1)?.headers.authorization, `Bearer ${first.accessToken}`);
-  }
-  await waitFor('the expiry', () => Date.now() >= expiresAt + 50);
+  // A second before expiry: the default skew (30 s, capped at half the 60 s lifetime) would have refreshed long ago.
+  clock.advance(expiresAt - 1000 - clock.now());
+  t.equal((await fetch(`${h.url}/api/me`, { headers: { cookie } })).status, 200);
+  t.equal(h.as.grants.refreshToken, 0, 'no refresh while the token is valid');
+  t.equal(h.upstream.received.at(-1)?.headers.authorization, `Bearer ${first.accessToken}`, 'the first token went upstream');
+  clock.advance(expiresAt + 1000 - clock.now());
   t.equal((await fetch(`${h.url}/api/me`, { headers: { cookie } })).status, 200);
   t.equal(h.as.grants.refreshToken, 1, 'refreshed once expired');
+  t.equal(h.upstream.received.at(-1)?.headers.authorization, `Bearer ${watch.issued.at(-1)!.accessToken}`, 'and the new token went upstream');
 });

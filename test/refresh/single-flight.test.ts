@@ -36,4 +36,11 @@ t.test('50 concurrent requests of one user with an expired token cause one refre
   t.equal(sent.length, 50);
   t.ok(sent.every((r) => r.headers.authorization === `Bearer ${refreshed}` && r.active), 'every request carried the one new token');
   t.equal((await storedTokens(h, 'alice'))?.accessToken, refreshed);
+
+  // README "Observe": the one refresh counts as ok, the requests that waited for it as joined.
+  const metrics = await (await fetch(`${h.gateway.adminAddress}/metrics`)).text();
+  const count = (result: string) => Number(new RegExp(`^gatehouse_token_refreshes_total\\{result="${result}"\\} (\\d+)$`, 'm').exec(metrics)?.[1]);
+  t.equal(count('ok'), 1, 'one refresh: ok');
+  t.ok(count('joined') >= 1 && count('joined') <= 49, `the others waited for it: joined ${count('joined')}`);
+  t.equal(count('failed'), 0);
 });
