@@ -23,7 +23,7 @@ export async function loginRoute(fastify: FastifyInstance): Promise<void> {
   const pushMode = config.provider.pushedAuthorization;
   const trustedProxies = config.forwardAuth.trustedProxies;
   const forwardAuthProxies = trustedProxies === undefined ? undefined : new AddressList(trustedProxies);
-  const ownPath = `${basePath}${config.paths.login}`;
+  const ownPath = fastify.gatehouse.links.login;
 
   fastify.get<{ Querystring: Record<string, unknown> }>(config.paths.login, { config: { routeClass: 'login' } }, async (request, reply) => {
     const configuration = provider.configuration;

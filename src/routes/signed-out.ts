@@ -8,12 +8,12 @@ import type { FastifyInstance } from 'fastify';
  * than on a protected page that asks to sign in again at once.
  */
 export async function signedOutRoute(fastify: FastifyInstance): Promise<void> {
-  const { config, basePath, pages } = fastify.gatehouse;
+  const { config, links, pages } = fastify.gatehouse;
   const body = pages.render({
     page: 'signed-out',
     title: 'Signed out',
     message: 'You are signed out. The gateway ended your session and forgot its tokens.',
-    action: { href: `${basePath}${config.paths.login}`, text: 'Sign in again' },
+    action: { href: links.login, text: 'Sign in again' },
   });
   fastify.get(config.paths.signedOut, { config: { routeClass: 'logout' } }, async (_request, reply) =>
     reply

@@ -153,6 +153,11 @@ export async function recipeScenario(t: Test, start: (dir: string, addresses: Ad
     const admin = await browse('/api/admin/users', spoofed);
     t.equal(admin.status, 403, `decided on its own path, under /api/admin, whose allow refuses alice\n${proxy.log()}`);
     t.equal(h.upstream.received.length, received, 'nothing reached the application');
+    const encoded = await browse('/%61pi/admin/users');
+    t.equal(encoded.status, 403, `an encoded letter is decoded before the route table: still /api/admin\n${proxy.log()}`);
+    const slash = await browse('/api%2Fadmin/users');
+    t.not(slash.status, 200, 'an encoded "/" is refused (400 from gatehouse; nginx turns an unexpected status into 500)');
+    t.equal(h.upstream.received.length, received, 'neither reached the application');
     const overrides = { 'x-rewrite-url': '/api/admin/users', 'x-http-method-override': 'DELETE', 'x-http-method': 'DELETE', 'x-method-override': 'DELETE' };
     const me = await browse('/api/me', { ...spoofed, 'x-original-url': '/api/admin/users', ...overrides });
     t.equal(me.status, 200, `the recipe removes the form its proxy does not set, so nothing disagrees\n${proxy.log()}`);
