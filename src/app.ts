@@ -96,6 +96,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
     store,
     metrics,
     clock,
+    userIdClaim: config.provider.userIdClaim,
     refreshSkewMs: config.tokens.refreshSkew * 1000,
     defaultLifetime: config.tokens.defaultLifetime,
   });

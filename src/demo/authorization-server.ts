@@ -211,8 +211,8 @@ function buildConfiguration(
     cookies: { keys: [randomBytes(32).toString('base64url')] },
     scopes,
     claims: { openid: ['sub'], profile: ['name', ...extraClaimNames], email: ['email', 'email_verified'] },
-    // Put profile and email claims in the ID token too, so a client needs no userinfo call to show who signed in.
-    conformIdTokenClaims: false,
+    // oidc-provider's default conformIdTokenClaims: when an access token is issued, profile, email and group
+    // claims are released through userinfo only (OpenID Connect Core §5.4), as conformant providers do.
     responseTypes: ['code'],
     pkce: { required: () => true },
     findAccount: (_ctx, sub) => account(sub, opts.emailDomain ?? 'example.com', opts.extraClaims?.[sub]),

@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Provider } from './provider.js';
 import { classifyProviderFailure, describeFailure } from './provider.js';
 import { needsRefresh, readTokenResponse } from './token-set.js';
+import { refreshedIdentity, SubjectMismatchError, type RefreshedIdentity } from './identify.js';
 import type { SessionStore, TokenRecord } from '../session/store.js';
 import { userLock } from '../session/keys.js';
 import { endSessionsOf } from '../session/ending.js';
@@ -20,6 +21,8 @@ export interface RefresherOptions {
   dpop?: DpopKeys | undefined;
   store: SessionStore;
   metrics: Metrics;
+  /** `provider.userIdClaim`: the claim shown for the user, and with a plain OAuth 2.0 server the key userinfo must keep naming. */
+  userIdClaim: string;
   refreshSkewMs: number;
   clock: Clock;
   defaultLifetime: number;
@@ -163,8 +166,10 @@ export class TokenRefresher {
     let response: Awaited<ReturnType<typeof oidc.refreshTokenGrant>>;
     // A record from before `dpop` was turned on has no key yet: it gets one now, bound to the refreshed token.
     const dpopKey = dpop ? (current.dpopKey ?? (await dpop.generate()).key) : undefined;
+    let dpopHandle: oidc.DPoPHandle | undefined;
     try {
-      const options = dpop && dpopKey ? { DPoP: await dpop.handle(dpopKey) } : undefined;
+      dpopHandle = dpop && dpopKey ? await dpop.handle(dpopKey) : undefined;
+      const options = dpopHandle ? { DPoP: dpopHandle } : undefined;
       // No `scope` parameter: the granted scope stays, and some servers reject a repeated one.
       response = await traceAsCall('refresh', () => oidc.refreshTokenGrant(provider.configuration, current.refreshToken!, undefined, options));
     } catch (err) {
@@ -193,15 +198,37 @@ export class TokenRefresher {
       }
       throw gatehouseError('GH_ERR_PROVIDER_UNAVAILABLE', { cause: err });
     }
-    const claims = provider.isOpenIdProvider && issued.idToken ? { ...(response.claims() ?? {}) } : current.claims;
+    let identity: RefreshedIdentity;
+    try {
+      identity = await refreshedIdentity(provider, response, current, this.#options.userIdClaim, dpopHandle);
+    } catch (err) {
+      metrics.refreshes.inc({ target: SIGN_IN_TARGET, result: 'failed' });
+      const otherUser = err instanceof SubjectMismatchError;
+      annotate(span, { 'gatehouse.refresh.outcome': otherUser ? 'rejected' : 'failed' });
+      const failure = describeFailure(err, userinfoEndpoint(provider));
+      if (otherUser) {
+        // The AS answers for someone else: nothing of this grant may be used any more.
+        log.warn({ userId: current.user ?? current.userId, failure }, 'refresh names another user');
+        await endSessionsOf(store, current, everySession);
+        throw gatehouseError('GH_ERR_SESSION_REQUIRED', { cause: err });
+      }
+      // Claims that could not be read are not guessed: the new access token is not used (the request gets 503, the
+      // next one refreshes again), but a rotated refresh token is kept, as for an unusable response above.
+      log.warn({ userId: current.user ?? current.userId, failure }, 'userinfo after refresh failed');
+      if (typeof response.refresh_token === 'string' && response.refresh_token !== current.refreshToken) {
+        await this.#persist({ ...current, refreshToken: response.refresh_token }, current.refreshToken, log);
+      }
+      throw gatehouseError('GH_ERR_PROVIDER_UNAVAILABLE', { cause: err });
+    }
     const refreshed: TokenRecord = {
       ...current,
+      ...(identity.user === undefined ? {} : { user: identity.user }),
       accessToken: issued.accessToken,
       refreshToken: issued.refreshToken ?? current.refreshToken,
       idToken: issued.idToken ?? current.idToken,
       expiresAt: issued.expiresAt,
       lifetime: issued.lifetime,
-      claims,
+      claims: identity.claims,
       ...(dpopKey ? { dpopKey } : {}),
     };
     await this.#persist(refreshed, current.refreshToken, log);
@@ -266,6 +293,10 @@ export class TokenRefresher {
 /** A rejected refresh (or a token that can no longer be refreshed) ends every session that shares the record. */
 export function everySession(): boolean {
   return true;
+}
+
+function userinfoEndpoint(provider: Provider): string | undefined {
+  return provider.ready ? provider.configuration.serverMetadata().userinfo_endpoint : undefined;
 }
 
 function tokenEndpoint(provider: Provider): string | undefined {

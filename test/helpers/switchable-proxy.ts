@@ -23,6 +23,14 @@ export class SwitchableProxy {
   target = '';
   /** When set, each request passed on is buffered and reported here once the AS answered (to read what a client sent). */
   recorder: ((exchange: ProxiedExchange) => void) | undefined;
+  /** Modes for single paths, before `mode` (`pathModes.set('/me', 'error503')`: userinfo alone is down). */
+  readonly pathModes = new Map<string, ProxyMode>();
+  /**
+   * When set, a JSON object the AS answers is passed through this before it
+   * reaches the client (an AS that misbehaves on one endpoint: a userinfo
+   * answer naming another `sub`, say); return it unchanged to leave it alone.
+   */
+  rewriteJson: ((path: string, body: Record<string, unknown>) => Record<string, unknown>) | undefined;
   readonly #server: Server;
   readonly #sockets = new Set<Socket>();
 
@@ -38,7 +46,8 @@ export class SwitchableProxy {
   static async start(): Promise<SwitchableProxy> {
     let proxy!: SwitchableProxy;
     const server = createServer((req, res) => {
-      switch (proxy.mode) {
+      const path = new URL(req.url ?? '/', 'http://proxy').pathname;
+      switch (proxy.pathModes.get(path) ?? proxy.mode) {
         case 'down':
           req.socket.destroy();
           return;
@@ -66,8 +75,22 @@ export class SwitchableProxy {
               body: Buffer.concat(chunks).toString('utf8'),
               status: answer.statusCode ?? 0,
             });
-            res.writeHead(answer.statusCode ?? 502, answer.headers);
-            answer.pipe(res);
+            const rewrite = proxy.rewriteJson;
+            if (rewrite === undefined || !/^application\/json/.test(answer.headers['content-type'] ?? '')) {
+              res.writeHead(answer.statusCode ?? 502, answer.headers);
+              answer.pipe(res);
+              return;
+            }
+            const parts: Buffer[] = [];
+            answer.on('data', (chunk: Buffer) => parts.push(chunk));
+            answer.on('end', () => {
+              const body = JSON.parse(Buffer.concat(parts).toString('utf8')) as unknown;
+              const text = typeof body === 'object' && body !== null && !Array.isArray(body) ? JSON.stringify(rewrite(target.pathname, body as Record<string, unknown>)) : JSON.stringify(body);
+              const headers = { ...answer.headers, 'content-length': String(Buffer.byteLength(text)) };
+              delete headers['transfer-encoding'];
+              delete headers.etag;
+              res.writeHead(answer.statusCode ?? 502, headers).end(text);
+            });
           });
           upstream.on('error', () => res.destroy());
           if (recorder) req.on('data', (chunk: Buffer) => chunks.push(chunk));
