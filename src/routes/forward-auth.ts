@@ -9,6 +9,9 @@ import { admitFresh, type Admission } from '../access/admission.js';
 import { isRequestView, requestView } from '../access/request-view.js';
 import { UpstreamHeaders, upstreamToken } from '../access/upstream-identity.js';
 
+/** A pass that asserts nothing: a public route, or an optional one without a user. */
+const NOTHING_ASSERTED: Readonly<Record<string, string>> = Object.freeze({});
+
 /** Methods a forward-auth request may come with: proxies ask with GET, or with the original method (nginx, Envoy). */
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
 
@@ -51,7 +54,7 @@ export async function forwardAuthRoute(fastify: FastifyInstance): Promise<void> 
         const view = requestView(routes, original.url, original.method);
         if (!isRequestView(view)) return refuse(request, reply, view);
         const { route } = view;
-        if (route.auth === 'public') return reply.code(200).send();
+        if (route.auth === 'public') return pass(request, reply, NOTHING_ASSERTED);
         // The CSRF rule applies to every request that would go upstream with a session (README "Routes").
         if (route.auth === 'required' && isCrossSite(original.method, request.headers)) return refuse(request, reply, 'GH_ERR_CSRF_REJECTED');
 
@@ -69,7 +72,7 @@ export async function forwardAuthRoute(fastify: FastifyInstance): Promise<void> 
 
         if (admission === null) {
           if (request.cookies[cookies.sessionName] !== undefined) cookies.clearSession(reply);
-          if (route.auth === 'optional') return reply.code(200).send();
+          if (route.auth === 'optional') return pass(request, reply, NOTHING_ASSERTED);
           if (redirect && (original.method === 'GET' || original.method === 'HEAD') && isNavigation(request)) {
             // publicUrl, never the proxy's X-Forwarded-Host: a foreign host never becomes a redirect target (README "What the browser sees").
             return reply.redirect(`${loginUrl}?returnTo=${encodeURIComponent(safeReturnTo(original.url))}`, 302);
@@ -78,10 +81,25 @@ export async function forwardAuthRoute(fastify: FastifyInstance): Promise<void> 
         }
         request.userId = admission.user;
         if (admission.verdict === 'forbidden') return refuse(request, reply, gatehouseError('GH_ERR_NOT_ALLOWED', { detail: admission.user }));
-        const pass = { identity: admission.identity, token: upstreamToken(route, admission), proof: '' };
-        return reply.code(200).headers(upstreamHeaders.asserted(pass)).send();
+        return pass(request, reply, upstreamHeaders.asserted({ identity: admission.identity, token: upstreamToken(route, admission), proof: '' }));
       },
     });
+  }
+
+  /**
+   * 200: the request may pass, with `asserted` (token, identity headers) and
+   * the `Cookie` the upstream may receive: the browser's cookies without the
+   * gateway's own (README "What the upstream receives"), which every recipe
+   * copies in place of the browser's header. With none left, no Cookie, and
+   * Envoy is told to remove the browser's (ext_authz
+   * `x-envoy-auth-headers-to-remove`), since it keeps a header the answer lacks.
+   */
+  function pass(request: FastifyRequest, reply: FastifyReply, asserted: Record<string, string>): FastifyReply {
+    const browser = request.headers.cookie;
+    const cookie = browser === undefined ? undefined : cookies.stripOwn(browser);
+    if (cookie !== undefined) reply.header('cookie', cookie);
+    else if (browser !== undefined) reply.header('x-envoy-auth-headers-to-remove', 'cookie');
+    return reply.code(200).headers(asserted).send();
   }
 
   /**

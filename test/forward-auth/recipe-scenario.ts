@@ -138,6 +138,35 @@ export async function recipeScenario(t: Test, start: (dir: string, addresses: Ad
     t.equal(received.headers['x-forwarded-user'], 'alice', 'and the identity header the proxy copied');
   });
 
+  t.test('public, optional and required routes: exactly the headers the route sets, the cookies without the gateway\'s, nothing else', async (t) => {
+    const token = () => `Bearer ${watch.issued.at(-1)!.accessToken}`;
+    // Headers the proxy itself adds or passes from the browser's request (httpSend sends only these and the cookie).
+    const proxyOwn = new Set(['host', 'connection', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-real-ip', 'accept', 'accept-encoding', 'user-agent', 'via', 'content-length']);
+    const cases: Array<[string, boolean, Record<string, string | (() => string)>]> = [
+      ['/assets/app.js', false, { cookie: 'theme=dark' }],
+      ['/assets/app.js', true, { cookie: 'theme=dark' }],
+      ['/blog/post', false, { cookie: 'theme=dark' }],
+      ['/blog/post', true, { cookie: 'theme=dark', authorization: token, 'x-forwarded-user': 'alice' }],
+      ['/api/me', true, { cookie: 'theme=dark', authorization: token, 'x-forwarded-user': 'alice', 'x-forwarded-email': 'alice@example.com' }],
+    ];
+    for (const [path, signedIn, expected] of cases) {
+      const session = jar.header(new URL(path, proxy.url));
+      const cookie = signedIn ? `theme=dark; ${session}` : 'theme=dark';
+      const before = h.upstream.received.length;
+      const answer = await httpSend(proxy.url, { path, headers: { accept: 'application/json', cookie } });
+      seen.push(`${answer.status} ${JSON.stringify(answer.headers)}\n${answer.body.toString('latin1')}`);
+      const label = `${path} ${signedIn ? 'signed in' : 'without a session'}`;
+      t.equal(h.upstream.received.length, before + 1, `${label}: reached the application\n${proxy.log()}`);
+      const { headers } = h.upstream.received.at(-1)!;
+      const gatewaySet = Object.fromEntries(Object.entries(headers).filter(([name]) => !proxyOwn.has(name)));
+      const wanted = Object.fromEntries(Object.entries(expected).map(([name, value]) => [name, typeof value === 'function' ? value() : value]));
+      t.strictSame(gatewaySet, wanted, `${label}: exactly these`);
+      for (const [name, value] of Object.entries(headers)) {
+        t.notMatch(String(value), /\{[a-z.]+|^$/i, `${label}: ${name} is no placeholder and not empty`);
+      }
+    }
+  });
+
   t.test('a browser cannot choose its own token or identity', async (t) => {
     const answer = await browse('/api/me', { authorization: 'Bearer forged', 'x-forwarded-user': 'mallory', 'x-forwarded-email': 'mallory@evil.example' });
     t.equal(answer.status, 200);
