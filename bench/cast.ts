@@ -59,7 +59,14 @@ export interface GatewayOptions {
   routes?: number;
   /** A `websocket: true` route at `WEBSOCKET_PATH` to this upstream, beside `/` to the bench upstream. */
   websocketUpstream?: string;
+  /** A route at `TARGET_PATH` with a token target (`BENCH_RESOURCE`), beside `/` with the sign-in token (README "A token for each API"). */
+  tokenTarget?: boolean;
 }
+
+/** The path of the token-target route (`GatewayOptions.tokenTarget`). */
+export const TARGET_PATH = '/api/target';
+/** The resource indicator the bench AS issues audience-restricted tokens for. */
+export const BENCH_RESOURCE = 'https://bench-api.example.com';
 
 /** The path of the WebSocket route (`GatewayOptions.websocketUpstream`). */
 export const WEBSOCKET_PATH = '/ws';
@@ -99,6 +106,8 @@ export async function startCast(options: { pinned: boolean }): Promise<Cast> {
       },
     ],
     accessTokenTtl: (ctx) => (ctx.oidc.params?.grant_type === 'refresh_token' ? ttl.refreshed : ttl.login),
+    // The token-target scenario's resource (RFC 8707): its tokens come from refresh grants, so they live ttl.refreshed.
+    resourceServers: { [BENCH_RESOURCE]: { scopes: ['bench.read'] } },
     // A thousand sign-ins outgrow oidc-provider's default store (about 1,000 objects): their grants would be dropped.
     adapter: unboundedMemoryAdapter(),
   });
@@ -226,6 +235,9 @@ ${o.refreshSkew === undefined ? '' : `tokens:\n  refreshSkew: ${o.refreshSkew}\n
 function upstreamYaml(o: GatewayOptions & { upstreamUrl: string }): string {
   if (o.websocketUpstream !== undefined) {
     return `routes:\n  - {path: ${WEBSOCKET_PATH}, upstream: '${o.websocketUpstream}', websocket: true}\n  - {path: /, upstream: '${o.upstreamUrl}'}`;
+  }
+  if (o.tokenTarget) {
+    return `routes:\n  - {path: ${TARGET_PATH}, upstream: '${o.upstreamUrl}', stripPrefix: true, token: {resource: '${BENCH_RESOURCE}', scopes: [bench.read]}}\n  - {path: /, upstream: '${o.upstreamUrl}'}`;
   }
   return o.routes === undefined ? `upstream: ${o.upstreamUrl}` : routesYaml(o.routes, o.upstreamUrl);
 }

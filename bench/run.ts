@@ -21,6 +21,7 @@ import { coldSession } from './scenarios/cold-session.js';
 import { hotPath } from './scenarios/hot-path.js';
 import { dpopHotPath } from './scenarios/dpop.js';
 import { routesHotPath } from './scenarios/routes.js';
+import { tokenTargetHotPath } from './scenarios/token-target.js';
 import { manyUsers } from './scenarios/many-users.js';
 import { profile } from './scenarios/profile.js';
 import { refreshStorm } from './scenarios/refresh-storm.js';
@@ -34,6 +35,7 @@ const SCENARIOS: Array<{ key: string; name: string; run: Scenario }> = [
   { key: 'hot', name: 'hot path', run: hotPath },
   { key: 'dpop', name: 'DPoP hot path', run: dpopHotPath },
   { key: 'routes', name: '20 routes hot path', run: routesHotPath },
+  { key: 'target', name: 'token target hot path', run: tokenTargetHotPath },
   { key: 'log', name: 'access log', run: accessLog },
   { key: 'cold', name: 'cold session', run: coldSession },
   { key: 'storm', name: 'refresh storm', run: refreshStorm },
