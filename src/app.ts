@@ -14,6 +14,7 @@ import { openBackend } from './session/backends/open.js';
 import { Sealer } from './session/seal.js';
 import { SessionStore } from './session/store.js';
 import { SessionHandles } from './session/handle.js';
+import { IdentityAssertions } from './assertion/identity-assertions.js';
 import { GatewayCookies } from './http/cookies.js';
 import { cutStalledClients } from './http/stalled-clients.js';
 import { ClientAddressing, trustFunction } from './http/client-address.js';
@@ -37,6 +38,7 @@ import { signedOutRoute } from './routes/signed-out.js';
 import { backchannelLogoutRoute } from './routes/backchannel-logout.js';
 import { forwardAuthRoute } from './routes/forward-auth.js';
 import { securityEventsRoute } from './routes/security-events.js';
+import { jwksRoute } from './routes/jwks.js';
 import { buildAdmin } from './admin/server.js';
 import { Readiness } from './admin/readiness.js';
 import { systemClock, type Clock } from './clock.js';
@@ -113,6 +115,8 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
     provider,
     store,
     sessionHandles: new SessionHandles(config.session.encryptionKeys),
+    assertions:
+      config.assertion.signingKeys === undefined ? undefined : await IdentityAssertions.create(config.assertion.signingKeys, config.assertion.lifetime, publicUrl),
     metrics,
     clock,
     dpop,
@@ -174,6 +178,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   await app.register(backchannelLogoutRoute);
   await app.register(forwardAuthRoute);
   await app.register(securityEventsRoute);
+  await app.register(jwksRoute);
   // Forward-auth only: nothing is proxied, so no token ever goes to an upstream from here.
   if (!config.forwardAuth.only) await app.register(proxyPlugin);
 

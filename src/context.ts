@@ -6,6 +6,7 @@ import type { DpopKeys } from './oauth/dpop.js';
 import type { PendingLogins } from './oauth/pending-login.js';
 import type { SessionStore } from './session/store.js';
 import type { SessionHandles } from './session/handle.js';
+import type { IdentityAssertions } from './assertion/identity-assertions.js';
 import type { GatewayCookies } from './http/cookies.js';
 import type { Metrics } from './metrics/metrics.js';
 import type { Clock } from './clock.js';
@@ -38,6 +39,8 @@ export interface GatewayContext {
   store: SessionStore;
   /** Pseudonyms of sessions: what the session API lists and ends, an assertion's `sid` (README "Ending sessions"). */
   sessionHandles: SessionHandles;
+  /** With `assertion.signingKeys`: the signer of identity assertions and its JWKS (README "Identity assertion"). */
+  assertions: IdentityAssertions | undefined;
   refresher: TokenRefresher;
   /** The users' tokens for the routes' token targets (README "A token for each API"). */
   targetTokens: TargetTokens;

@@ -76,6 +76,34 @@ export async function upstreamProof(dpop: DpopKeys | undefined, tokens: TokenRec
 }
 
 /**
+ * The identity assertion a route's upstream receives for an admitted
+ * user of a browser session `hash` (README "Identity assertion"): the one
+ * signed already while it is fresh (a string: no promise on the hot path),
+ * else a promise of a new one; undefined on a route without `assertion`.
+ */
+export function upstreamAssertion(
+  context: Pick<GatewayContext, 'assertions' | 'sessionHandles'>,
+  route: Route,
+  hash: string,
+  admission: Admission,
+  now: number,
+): string | Promise<string> | undefined {
+  const { assertions } = context;
+  if (route.assertion === undefined || assertions === undefined) return undefined;
+  const subject = { user: admission.user, claims: admission.tokens.claims };
+  const cached = assertions.cached(route.assertion, hash, subject, now);
+  if (cached !== undefined) return cached;
+  return assertions.sign(route.assertion, hash, { ...subject, sid: context.sessionHandles.of(hash) }, now);
+}
+
+/** `identity` (a request's own object, or none yet) with the route's assertion header added. */
+export function withAssertion(identity: Record<string, string> | undefined, route: Route, jwt: string): Record<string, string> {
+  const headers = identity ?? {};
+  headers[route.assertion!.header] = jwt;
+  return headers;
+}
+
+/**
  * The URL a request to `route` goes to: the route's origin (the only host
  * its token may reach, README "Routes") with `path` and `query` set on it,
  * never concatenated, so no path (`//evil.example/x`) can name another host.

@@ -7,7 +7,7 @@ import { isNavigation } from '../http/request-kind.js';
 import { resolveCached, resolveStored, type ResolvedSession } from '../access/resolve.js';
 import { admit, admitFresh, type Admission } from '../access/admission.js';
 import { isRequestView, requestView } from '../access/request-view.js';
-import { upstreamProof, upstreamToken, upstreamUrl } from '../access/upstream-identity.js';
+import { upstreamAssertion, upstreamProof, upstreamToken, upstreamUrl, withAssertion } from '../access/upstream-identity.js';
 import type { TokenRecord } from '../session/store.js';
 import type { Route } from '../routing/route-table.js';
 import type { Exchange } from './request-state.js';
@@ -54,7 +54,21 @@ export function createAuthenticate(context: GatewayContext, slots: UserSlots, re
       }
       if (isCrossSite(request)) throw gatehouseError('GH_ERR_CSRF_REJECTED');
       enter(request, reply, exchange, resolved);
-      if (pass(request, reply, exchange, admit(route, resolved, resolved.tokens, target), resolved.tokens) !== undefined) return;
+      const admission = admit(route, resolved, resolved.tokens, target);
+      if (pass(request, reply, exchange, admission, resolved.tokens) !== undefined) return;
+      if (route.assertion !== undefined) {
+        const assertion = upstreamAssertion(context, route, resolved.hash, admission, now);
+        // Signed once per session, route and lifetime: only then does the request wait for a promise.
+        if (assertion !== undefined && typeof assertion !== 'string') {
+          assertion.then((jwt) => {
+            exchange.identity = withAssertion(exchange.identity, route, jwt);
+            exchange.startedAt = process.hrtime.bigint();
+            done();
+          }, done);
+          return;
+        }
+        if (assertion !== undefined) exchange.identity = withAssertion(exchange.identity, route, assertion);
+      }
     }
     exchange.startedAt = process.hrtime.bigint();
     done();
@@ -125,6 +139,10 @@ export function createAuthenticate(context: GatewayContext, slots: UserSlots, re
     const answered = pass(request, reply, exchange, admission, resolved.tokens);
     if (answered === undefined && dpop && exchange.token !== '') {
       exchange.proof = await upstreamProof(dpop, admission.tokens, request.method, upstreamUrl(route, exchange.path), admission.target);
+    }
+    if (answered === undefined && route.assertion !== undefined) {
+      const assertion = upstreamAssertion(context, route, resolved.hash, admission, now);
+      if (assertion !== undefined) exchange.identity = withAssertion(exchange.identity, route, await assertion);
     }
     return answered;
   }

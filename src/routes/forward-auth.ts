@@ -7,7 +7,7 @@ import { safeReturnTo } from '../oauth/return-to.js';
 import { resolveSessionId } from '../access/resolve.js';
 import { admitFresh, type Admission } from '../access/admission.js';
 import { isRequestView, requestView } from '../access/request-view.js';
-import { UpstreamHeaders, upstreamToken } from '../access/upstream-identity.js';
+import { UpstreamHeaders, upstreamAssertion, upstreamToken, withAssertion } from '../access/upstream-identity.js';
 
 /** A pass that asserts nothing: a public route, or an optional one without a user. */
 const NOTHING_ASSERTED: Readonly<Record<string, string>> = Object.freeze({});
@@ -59,8 +59,10 @@ export async function forwardAuthRoute(fastify: FastifyInstance): Promise<void> 
         if (route.auth === 'required' && isCrossSite(original.method, request.headers)) return refuse(request, reply, 'GH_ERR_CSRF_REJECTED');
 
         let admission: Admission | null = null;
+        let hash = '';
         try {
           const resolved = await resolveSessionId(context, request.cookies[cookies.sessionName], request.log);
+          hash = resolved?.hash ?? '';
           if (resolved !== null && route.auth === 'optional' && isCrossSite(original.method, request.headers)) return refuse(request, reply, 'GH_ERR_CSRF_REJECTED');
           if (resolved !== null) admission = await admitFresh(context, route, resolved, request.log);
         } catch (err) {
@@ -81,7 +83,9 @@ export async function forwardAuthRoute(fastify: FastifyInstance): Promise<void> 
         }
         request.userId = admission.user;
         if (admission.verdict === 'forbidden') return refuse(request, reply, gatehouseError('GH_ERR_NOT_ALLOWED', { detail: admission.user }));
-        return pass(request, reply, upstreamHeaders.asserted({ identity: admission.identity, token: upstreamToken(route, admission), proof: '' }));
+        const assertion = upstreamAssertion(context, route, hash, admission, context.clock.now());
+        const identity = assertion === undefined ? admission.identity : withAssertion(admission.identity, route, await assertion);
+        return pass(request, reply, upstreamHeaders.asserted({ identity, token: upstreamToken(route, admission), proof: '' }));
       },
     });
   }

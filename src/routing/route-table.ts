@@ -2,6 +2,8 @@ import type { Config, RouteConfig } from '../config/schema.js';
 import { compileAllow, type Allow } from './allow.js';
 import { isUnder, normalRoutePath } from '../config/route-paths.js';
 import { compileTokenTargets, type TokenTarget } from '../config/token-targets.js';
+import { LRUCache } from 'lru-cache';
+import type { CachedAssertion, RouteAssertion } from '../assertion/identity-assertions.js';
 
 export type RouteAuth = 'required' | 'optional' | 'public';
 
@@ -41,6 +43,8 @@ export interface Route {
   acceptsBearer: boolean;
   /** Seconds to the upstream's response head. */
   timeout: number;
+  /** The signed identity assertion the upstream receives (README "Identity assertion"); undefined without one. */
+  assertion: RouteAssertion | undefined;
 }
 
 /** The routes, compiled once at start-up. */
@@ -55,6 +59,9 @@ export interface RouteTable {
   match(path: string): Route | undefined;
 }
 
+/** The assertion header when a route names none; removed from every incoming request even when no route sends one. */
+export const DEFAULT_ASSERTION_HEADER = 'x-gatehouse-assertion';
+
 /** The one route of a config without `routes` (README "Routes"). */
 const ONE_ROUTE_LABEL = 'proxy';
 
@@ -68,9 +75,14 @@ export function compileRoutes(config: Config): RouteTable {
     { path: '/', upstream: config.upstream, stripPrefix: false, auth: 'required', onUnauthenticated: 'auto', headers: {}, websocket: false, accept: ['session'], timeout: 30 },
   ];
   const { targets, byRoute } = compileTokenTargets(config);
-  const routes = entries.map((entry, index) => compileRoute(entry, config.routes === undefined ? ONE_ROUTE_LABEL : undefined, byRoute[index]));
+  const routes = entries.map((entry, index) => compileRoute(entry, config.routes === undefined ? ONE_ROUTE_LABEL : undefined, byRoute[index], config.session.cacheSize));
   routes.sort((a, b) => b.path.length - a.path.length);
-  const identityHeaderNames = new Set(routes.flatMap((route) => route.headers.map((header) => header.name)));
+  // An assertion header is the gateway's on every route, whichever route sends one (README "Identity assertion").
+  const identityHeaderNames = new Set([
+    ...routes.flatMap((route) => route.headers.map((header) => header.name)),
+    DEFAULT_ASSERTION_HEADER,
+    ...routes.flatMap((route) => (route.assertion === undefined ? [] : [route.assertion.header])),
+  ]);
   return {
     routes,
     identityHeaderNames,
@@ -84,7 +96,7 @@ export function compileRoutes(config: Config): RouteTable {
   };
 }
 
-function compileRoute(entry: RouteConfig, label: string | undefined, target: TokenTarget | undefined): Route {
+function compileRoute(entry: RouteConfig, label: string | undefined, target: TokenTarget | undefined, cacheSize: number): Route {
   const upstream = new URL(entry.upstream);
   const path = normalRoutePath(entry.path);
   return {
@@ -104,6 +116,15 @@ function compileRoute(entry: RouteConfig, label: string | undefined, target: Tok
     acceptsSession: entry.accept.includes('session'),
     acceptsBearer: entry.accept.includes('bearer'),
     timeout: entry.timeout,
+    assertion:
+      entry.assertion === undefined
+        ? undefined
+        : {
+            header: entry.assertion.header.toLowerCase(),
+            audience: entry.assertion.audience ?? upstream.origin,
+            claims: entry.assertion.claims,
+            cache: new LRUCache<string, CachedAssertion>({ max: cacheSize }),
+          },
   };
 }
 

@@ -11,7 +11,7 @@ import { normalPath } from '../http/request-path.js';
 import { resolveSessionId, type ResolvedSession } from '../access/resolve.js';
 import { admitFresh, type Admission } from '../access/admission.js';
 import { isRequestView, requestView, type RequestView } from '../access/request-view.js';
-import { ANONYMOUS, UpstreamHeaders, upstreamProof, upstreamToken, upstreamUrl, type UpstreamPass } from '../access/upstream-identity.js';
+import { ANONYMOUS, UpstreamHeaders, upstreamAssertion, upstreamProof, upstreamToken, upstreamUrl, withAssertion, type UpstreamPass } from '../access/upstream-identity.js';
 import { isUnder } from '../config/route-paths.js';
 import { relay } from './relay.js';
 import type { OpenSockets } from './open-sockets.js';
@@ -156,10 +156,11 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
 
   /** The identity headers and the token for the upstream's handshake; with `provider.dpop`, its proof for that GET (RFC 9449 §7.1). */
   async function passFor(view: RequestView, session: SignedIn, target: URL): Promise<UpstreamPass> {
-    const { admission } = session;
+    const { admission, resolved } = session;
     const token = upstreamToken(view.route, admission);
     const proof = token === '' ? '' : await upstreamProof(dpop, admission.tokens, 'GET', target, admission.target);
-    return { identity: admission.identity, token, proof };
+    const assertion = upstreamAssertion(context, view.route, resolved.hash, admission, clock.now());
+    return { identity: assertion === undefined ? admission.identity : withAssertion(admission.identity, view.route, await assertion), token, proof };
   }
 }
 
