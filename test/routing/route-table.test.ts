@@ -72,7 +72,7 @@ t.test('every header any route names is collected, lower case, for removal from 
     { path: '/a', upstream: 'http://a', headers: { 'X-Forwarded-User': 'sub' } },
     { path: '/b', upstream: 'http://b', auth: 'public', headers: { 'X-Email': 'email' } },
   ]);
-  t.strictSame([...table.identityHeaderNames].sort(), ['x-email', 'x-forwarded-user']);
+  t.strictSame([...table.identityHeaderNames].sort(), ['x-email', 'x-forwarded-user', 'x-gatehouse-assertion'], 'and the assertion header, on every route (README "Identity assertion")');
 });
 
 t.test('dot segments, raw or encoded, and backslashes make a path ambiguous', async (t) => {
