@@ -182,7 +182,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   // Forward-auth only: nothing is proxied, so no token ever goes to an upstream from here.
   if (!config.forwardAuth.only) await app.register(proxyPlugin);
 
-  const websockets = new OpenSockets(store, clock, metrics.websocketConnections, logger);
+  const websockets = new OpenSockets(store, clock, metrics.websocketConnections, logger, config.server.idleTimeout * 1000);
   if (!config.forwardAuth.only) proxyWebSockets(app.server, context, websockets, logger as FastifyBaseLogger);
 
   const readiness = new Readiness(provider, store);

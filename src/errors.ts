@@ -87,6 +87,7 @@ const REGISTRY = {
     bare: true,
   },
   GH_ERR_RATE_LIMITED: { status: 429, slug: 'too_many_requests', message: 'Too many sign-in requests from this address. Please wait a minute and try again.', title: REFUSED },
+  GH_ERR_WEBSOCKET_LIMIT: { status: 429, slug: 'too_many_requests', message: 'Too many WebSockets of this user or address are open. Close one and retry.', title: UNAVAILABLE, page: 'unavailable' },
   GH_ERR_USER_CONCURRENCY: { status: 429, slug: 'too_many_requests', message: 'Too many requests of this user are in progress. Please retry in a moment.', title: UNAVAILABLE, page: 'unavailable' },
   GH_ERR_LOGOUT_TOKEN_INVALID: { status: 400, slug: 'invalid_request', message: 'The logout token is invalid: %s.', title: REFUSED },
   GH_ERR_ROUTE_NOT_FOUND: { status: 404, slug: 'not_found', message: 'Nothing is served at this path.', title: 'Not found' },

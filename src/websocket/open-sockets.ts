@@ -10,6 +10,8 @@ import type { RelayCounters } from './relay.js';
 const SWEEP_MS = 2000;
 /** How long a peer gets to answer a close frame before its socket is cut. */
 const CLOSE_WAIT_MS = 1000;
+/** How many sockets' sessions one sweep reads from the store at once. */
+const SWEEP_CONCURRENCY = 16;
 
 /** SPEC §10: a socket whose session has ended is closed with 1008 (policy violation) and a reason. */
 const SESSION_ENDED = 1008;
@@ -29,6 +31,14 @@ export interface OpenSocket extends RelayCounters {
   /** The session's absolute end (`session.ttl`), ms. */
   expiresAt: number | undefined;
   openedAt: number;
+  /** Gives back the slot `take` gave this socket's user or address (called once, when the socket closes). */
+  release: () => void;
+}
+
+/** When each side last answered a ping (or opened), ms of the system clock. */
+interface Liveness {
+  browser: number;
+  upstream: number;
 }
 
 /**
@@ -37,8 +47,13 @@ export interface OpenSocket extends RelayCounters {
  * logout, a logout everywhere, a back-channel logout or a rejected refresh
  * deletes it from the store (on another replica too: with Redis the
  * invalidation channel drops this replica's cached copy), and `ttl` ends it,
- * so the socket is closed with 1008 within seconds. One access-log line per
- * closed socket.
+ * so the socket is closed with 1008 within seconds; a sweep starts only once
+ * the last one has finished, and reads at most SWEEP_CONCURRENCY sessions at
+ * once. Each side is pinged every third of `server.idleTimeout`; a side that
+ * answered no ping for `server.idleTimeout` (a peer gone without a FIN) gets
+ * both sides cut. At most `limits.perUserConcurrency` sockets per user, or
+ * per client address without a session, are open or opening (`take`). One
+ * access-log line per closed socket.
  */
 export class OpenSockets {
   readonly #open = new Set<OpenSocket>();
@@ -47,15 +62,45 @@ export class OpenSockets {
   readonly #gauge: Gauge;
   readonly #log: Logger;
   readonly #sweep: NodeJS.Timeout;
+  readonly #ping: NodeJS.Timeout | undefined;
+  readonly #idleMs: number;
+  readonly #liveness = new WeakMap<OpenSocket, Liveness>();
+  /** Open or opening sockets per holder (`u:` user key, `a:` client address). */
+  readonly #held = new Map<string, number>();
+  #sweeping = false;
   #closing: Promise<void> | undefined;
 
-  constructor(store: SessionStore, clock: Clock, gauge: Gauge, log: Logger) {
+  /** `idleTimeoutMs`: `server.idleTimeout`; 0 turns the pings off. */
+  constructor(store: SessionStore, clock: Clock, gauge: Gauge, log: Logger, idleTimeoutMs = 0) {
     this.#store = store;
     this.#clock = clock;
     this.#gauge = gauge;
     this.#log = log;
-    this.#sweep = setInterval(() => void this.#closeEnded(), SWEEP_MS);
+    this.#idleMs = idleTimeoutMs;
+    this.#sweep = setInterval(() => void this.#sweepOnce(), SWEEP_MS);
     this.#sweep.unref();
+    if (idleTimeoutMs > 0) {
+      this.#ping = setInterval(() => this.#pingAll(), Math.max(1, Math.floor(idleTimeoutMs / 3)));
+      this.#ping.unref();
+    }
+  }
+
+  /**
+   * Takes one of `limit` slots of `holder` for a socket about to open (0: no
+   * limit); false when they are all taken. The slot is given back by the
+   * socket's `release`, or by `give` when the upgrade fails.
+   */
+  take(holder: string, limit: number): boolean {
+    const held = this.#held.get(holder) ?? 0;
+    if (limit > 0 && held >= limit) return false;
+    this.#held.set(holder, held + 1);
+    return true;
+  }
+
+  give(holder: string): void {
+    const held = (this.#held.get(holder) ?? 1) - 1;
+    if (held <= 0) this.#held.delete(holder);
+    else this.#held.set(holder, held);
   }
 
   get size(): number {
@@ -66,9 +111,15 @@ export class OpenSockets {
     const socket: OpenSocket = { ...fields, bytesIn: 0, bytesOut: 0 };
     this.#open.add(socket);
     this.#gauge.inc();
+    const now = Date.now();
+    const liveness: Liveness = { browser: now, upstream: now };
+    this.#liveness.set(socket, liveness);
+    socket.browser.on('pong', () => (liveness.browser = Date.now()));
+    socket.upstream.on('pong', () => (liveness.upstream = Date.now()));
     socket.browser.once('close', (code) => {
       this.#open.delete(socket);
       this.#gauge.dec();
+      socket.release();
       this.#log.info(
         {
           method: 'GET',
@@ -95,6 +146,7 @@ export class OpenSockets {
   closeAll(afterMs: number): Promise<void> {
     this.#closing ??= new Promise<void>((resolve) => {
       clearInterval(this.#sweep);
+      clearInterval(this.#ping);
       const close = () => {
         const closed = [...this.#open].map((socket) => this.#close(socket, GOING_AWAY, 'gateway shutting down'));
         void Promise.all(closed).then(() => resolve());
@@ -105,17 +157,49 @@ export class OpenSockets {
     return this.#closing;
   }
 
+  /** Pings both sides of every socket; cuts one whose side answered none for `server.idleTimeout`. */
+  #pingAll(): void {
+    const now = Date.now();
+    for (const socket of this.#open) {
+      const liveness = this.#liveness.get(socket)!;
+      const { browser, upstream } = socket;
+      if (now - liveness.browser > this.#idleMs || now - liveness.upstream > this.#idleMs) {
+        const side = now - liveness.browser > this.#idleMs ? 'browser' : 'upstream';
+        this.#log.info({ route: socket.route.label, side, ...(socket.user === undefined ? {} : { userId: socket.user }) }, 'websocket peer answered no ping: cut');
+        browser.terminate();
+        upstream.terminate();
+        continue;
+      }
+      if (browser.readyState === WebSocket.OPEN) browser.ping();
+      if (upstream.readyState === WebSocket.OPEN) upstream.ping();
+    }
+  }
+
+  /** One sweep at a time: on a slow store, the next waits for this one instead of piling up. */
+  async #sweepOnce(): Promise<void> {
+    if (this.#sweeping) return;
+    this.#sweeping = true;
+    try {
+      await this.#closeEnded();
+    } finally {
+      this.#sweeping = false;
+    }
+  }
+
   async #closeEnded(): Promise<void> {
     const now = this.#clock.now();
-    for (const socket of this.#open) {
-      if (socket.hash === undefined || socket.browser.readyState !== WebSocket.OPEN) continue;
-      try {
-        if (!(await this.#stillSignedIn(socket, now))) void this.#close(socket, SESSION_ENDED, 'session ended');
-      } catch (err) {
-        // The store is unreachable: the socket stays open until it can tell.
-        this.#log.warn({ err }, 'could not check a websocket session');
+    const queue = [...this.#open].filter((socket) => socket.hash !== undefined && socket.browser.readyState === WebSocket.OPEN);
+    const worker = async () => {
+      for (let socket = queue.pop(); socket !== undefined; socket = queue.pop()) {
+        try {
+          if (!(await this.#stillSignedIn(socket, now))) void this.#close(socket, SESSION_ENDED, 'session ended');
+        } catch (err) {
+          // The store is unreachable: the socket stays open until it can tell.
+          this.#log.warn({ err }, 'could not check a websocket session');
+        }
       }
-    }
+    };
+    await Promise.all(Array.from({ length: Math.min(SWEEP_CONCURRENCY, queue.length) }, worker));
   }
 
   async #stillSignedIn(socket: OpenSocket, now: number): Promise<boolean> {

@@ -53,6 +53,7 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
   // Envoy's ext_authz asks at the forward-auth path + the original path: that whole subtree is the gateway's.
   const forwardAuthPath = context.config.paths.forwardAuth;
   const upstreamHeaders = new UpstreamHeaders(context, HANDSHAKE_HEADERS);
+  const socketLimit = context.config.limits.perUserConcurrency;
 
   server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
     // A client that goes away mid-handshake must not take the process with it.
@@ -80,7 +81,23 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
     const target = upstreamUrl(route, view.upstreamPath, view.query);
     const pass = session === null ? ANONYMOUS : await passFor(view, session, target);
     const peer = request.socket.remoteAddress ?? '';
-    const headers = upstreamHeaders.forUpstream(request.headers, peer, addressing.forwardedForPeer(peer, request.headers['x-forwarded-for']), requestId(request), pass);
+    const forwardedFor = addressing.forwardedForPeer(peer, request.headers['x-forwarded-for']);
+    // limits.perUserConcurrency sockets per user, as many per client address without a session; counted from here, before
+    // anything goes upstream, so that upgrades still opening count too.
+    const holder = session === null ? `a:${clientAddressOf(forwardedFor)}` : `u:${session.resolved.session.userId}`;
+    if (!sockets.take(holder, socketLimit)) throw gatehouseError('GH_ERR_WEBSOCKET_LIMIT');
+    let held = true;
+    let upgraded = false;
+    const release = () => {
+      if (!held) return;
+      held = false;
+      sockets.give(holder);
+    };
+    socket.once('close', () => {
+      // Closed before the upgrade completed (refused, failed, or the browser went away): the slot goes back.
+      if (!upgraded) release();
+    });
+    const headers = upstreamHeaders.forUpstream(request.headers, peer, forwardedFor, requestId(request), pass);
     target.protocol = target.protocol === 'https:' ? 'wss:' : 'ws:';
     const upstream = new WebSocket(target, offeredProtocols(request.headers['sec-websocket-protocol']), {
       headers: singleValued(headers),
@@ -108,7 +125,9 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
       // Read synchronously inside handleUpgrade: the browser gets the subprotocol the upstream chose, or none.
       browserSide.options.handleProtocols = () => upstream.protocol || false;
       browserSide.handleUpgrade(request, socket, head, (browser) => {
+        upgraded = true;
         const opened = sockets.add({
+          release,
           browser,
           upstream,
           route,
@@ -178,6 +197,12 @@ export function handshakeProblem(request: IncomingMessage): string | undefined {
   if (request.headers['sec-websocket-version'] !== '13') return 'Sec-WebSocket-Version is not 13';
   if (request.url === undefined || request.url[0] !== '/') return 'the request target is not a path';
   return undefined;
+}
+
+/** The client address: the leftmost of the trusted X-Forwarded-For chain (the TCP peer without trusted proxies). */
+function clientAddressOf(forwardedFor: string): string {
+  const comma = forwardedFor.indexOf(',');
+  return comma < 0 ? forwardedFor : forwardedFor.slice(0, comma);
 }
 
 function offeredProtocols(header: string | undefined): string[] {
