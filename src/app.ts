@@ -9,7 +9,7 @@ import { Provider } from './oauth/provider.js';
 import { DpopKeys } from './oauth/dpop.js';
 import { TokenRefresher } from './oauth/refresh.js';
 import { TargetTokens } from './oauth/target-token.js';
-import { PendingLogins } from './oauth/pending-login.js';
+import { PENDING_LOGIN_TTL_MS, PendingLogins } from './oauth/pending-login.js';
 import { openBackend } from './session/backends/open.js';
 import { Sealer } from './session/seal.js';
 import { SessionStore } from './session/store.js';
@@ -83,7 +83,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   const logger = withPseudonyms(options.logger, pseudonymize);
   const clock = options.clock ?? systemClock;
   const sealer = new Sealer(config.session.encryptionKeys);
-  const store = new SessionStore(await openBackend(config.session.store, options.cwd, config.session.keyPrefix), sealer, config.session.cacheSize);
+  const store = new SessionStore(await openBackend(config.session.store, options.cwd, config.session.keyPrefix), sealer, config.session.cacheSize, clock);
   const provider = new Provider(config.provider, logger);
   const routes = compileRoutes(config);
   const metrics = new Metrics(
@@ -106,7 +106,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   const { origin, host, protocol } = new URL(publicUrl);
   const site = { origin, host, proto: protocol.slice(0, -1), allowedOrigins: allowedOrigins(config) };
   const basePath = new URL(publicUrl).pathname.replace(/\/$/, '');
-  const cookies = new GatewayCookies(config);
+  const cookies = new GatewayCookies(config, PENDING_LOGIN_TTL_MS);
   const pages = createPageRenderer(config.pages);
   const links = new GatewayLinks(basePath, config.paths);
   const errorResponse = new ErrorResponse(pages, cookies, links);
@@ -132,7 +132,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
       refreshSkewMs: config.tokens.refreshSkew * 1000,
       defaultLifetime: config.tokens.defaultLifetime,
     }),
-    pendingLogins: new PendingLogins(sealer),
+    pendingLogins: new PendingLogins(sealer, clock),
     pages,
     cookies,
     links,

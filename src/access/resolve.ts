@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { GatewayContext } from '../context.js';
 import { hashSessionId, isSessionIdShaped } from '../session/session-id.js';
 import type { SessionRecord, TokenRecord } from '../session/store.js';
-import { endSessionsAndRevoke } from '../session/ending.js';
+import { endSessionsAndRevoke } from '../oauth/revocation.js';
 
 /** A browser's live session and the token record it shares with the user's other sessions. */
 export interface ResolvedSession {

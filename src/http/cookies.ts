@@ -1,7 +1,6 @@
 import type { CookieSerializeOptions } from '@fastify/cookie';
 import type { FastifyReply } from 'fastify';
 import { cookieIsSecure, type Config } from '../config/schema.js';
-import { PENDING_LOGIN_TTL_MS } from '../oauth/pending-login.js';
 
 /** How long after a sign-in a browser without the session cookie is taken to have refused it. */
 const SIGNED_IN_MARKER_SECONDS = 60;
@@ -14,7 +13,7 @@ const SIGNED_IN_MARKER_SECONDS = 60;
 export class GatewayCookies {
   readonly sessionName: string;
   readonly loginName: string;
-  /** Set by the callback for a minute: a browser that carries it but no session cookie refused the session cookie (no redirect loop, SPEC §4). */
+  /** Set by the callback for a minute: a browser that carries it but no session cookie refused the session cookie (no redirect loop, README "What the browser sees"). */
   readonly signedInName: string;
   readonly #session: CookieSerializeOptions;
   readonly #login: CookieSerializeOptions;
@@ -23,7 +22,8 @@ export class GatewayCookies {
   readonly #signedIn: CookieSerializeOptions;
   readonly #signedInCleared: CookieSerializeOptions;
 
-  constructor(config: Config) {
+  /** @param pendingLoginTtlMs how long a pending login lives (src/oauth/pending-login.ts): the login cookie's lifetime. */
+  constructor(config: Config, pendingLoginTtlMs: number) {
     const secure = cookieIsSecure(config);
     const maxAge = config.session.cookieMaxAge;
     this.sessionName = config.session.cookieName;
@@ -32,7 +32,7 @@ export class GatewayCookies {
     this.#session = { httpOnly: true, path: '/', secure, sameSite: config.session.cookieSameSite, ...(maxAge > 0 ? { maxAge } : {}) };
     // Lax whatever the session cookie says: the callback arrives as a top-level
     // navigation from the AS's site, which Strict would not carry (RFC 6265bis §5.6.7.1).
-    this.#login = { httpOnly: true, path: '/', secure, sameSite: 'lax', maxAge: PENDING_LOGIN_TTL_MS / 1000 };
+    this.#login = { httpOnly: true, path: '/', secure, sameSite: 'lax', maxAge: pendingLoginTtlMs / 1000 };
     this.signedInName = `${config.session.cookieName}_signed_in`;
     this.#signedIn = { httpOnly: true, path: '/', secure, sameSite: 'lax', maxAge: SIGNED_IN_MARKER_SECONDS };
     this.#signedInCleared = { ...this.#signedIn, maxAge: 0, expires: new Date(0) };

@@ -2,21 +2,7 @@ import { webcrypto } from 'node:crypto';
 import * as oidc from 'openid-client';
 import { LRUCache } from 'lru-cache';
 import type { Provider } from './provider.js';
-
-/**
- * A user's DPoP key pair as kept in the token record: the private JWK of an
- * ES256 (P-256) key. It lives only inside the sealed record (AES-256-GCM,
- * bound to the user), so every replica signs with the same key and a copy
- * of the store yields no usable key (README "Client authentication and
- * sender-constrained tokens").
- */
-export interface DpopKey {
-  kty: 'EC';
-  crv: 'P-256';
-  x: string;
-  y: string;
-  d: string;
-}
+import type { DpopKey } from '../session/store.js';
 
 const ALGORITHM = { name: 'ECDSA', namedCurve: 'P-256' } as const;
 

@@ -104,7 +104,7 @@ export class LogoutTokenVerifier {
   #retryAt = -Infinity;
   #failures = 0;
 
-  /** @param clock when JWKS fetches happen, for tests of the cache and the backoff (claims use `verify`'s `now`). */
+  /** @param clock the gateway's time: when JWKS fetches happen (the cache, the backoff) and what `iat` and `exp` are checked against. */
   constructor(provider: Provider, clientId: string, timeoutMs: number, clock: () => number = Date.now) {
     this.#provider = provider;
     this.#clientId = clientId;
@@ -117,7 +117,7 @@ export class LogoutTokenVerifier {
    * @throws GH_ERR_LOGOUT_TOKEN_INVALID (400) naming the first failed check;
    *   GH_ERR_PROVIDER_UNAVAILABLE (503) when the JWKS cannot be fetched.
    */
-  async verify(token: string, now = Date.now()): Promise<LogoutClaims> {
+  async verify(token: string, now = this.#clock()): Promise<LogoutClaims> {
     const metadata = this.#provider.configuration.serverMetadata();
     if (!this.#provider.isOpenIdProvider || metadata.jwks_uri === undefined) throw invalid('the authorization server publishes no signing keys (jwks_uri)');
     if (token.length > MAX_TOKEN_LENGTH) throw invalid('it is too long');

@@ -1,5 +1,6 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { Sealer } from '../session/seal.js';
+import { systemClock, type Clock } from '../clock.js';
 
 /** A sign-in started by this browser and not yet completed. */
 export interface PendingLogin {
@@ -32,13 +33,16 @@ export const LOGIN_COOKIE_BUDGET = 4096 - 60 - 128;
  */
 export class PendingLogins {
   readonly #sealer: Sealer;
+  readonly #clock: Clock;
 
-  constructor(sealer: Sealer) {
+  /** @param clock the gateway's clock: what "expired" is measured against */
+  constructor(sealer: Sealer, clock: Clock = systemClock) {
     this.#sealer = sealer;
+    this.#clock = clock;
   }
 
   /** The live pending logins in a login cookie value (none when absent, forged or expired). */
-  read(cookie: string | undefined, now = Date.now()): PendingLogin[] {
+  read(cookie: string | undefined, now = this.#clock.now()): PendingLogin[] {
     if (cookie === undefined) return [];
     const plaintext = this.#sealer.unseal(cookie, SEAL_CONTEXT);
     if (plaintext === undefined) return [];

@@ -7,7 +7,6 @@ import { refreshedIdentity, SubjectMismatchError, type RefreshedIdentity } from 
 import type { SessionStore, TokenRecord } from '../session/store.js';
 import { userLock } from '../session/keys.js';
 import { endSessionsOf } from '../session/ending.js';
-import type { Metrics } from '../metrics/metrics.js';
 import { gatehouseError } from '../errors.js';
 import type { Clock } from '../clock.js';
 import type { Span } from '@opentelemetry/api';
@@ -15,17 +14,35 @@ import { activeSpan, annotate, traceAsCall } from '../tracing/tracing.js';
 import type { DpopKeys } from './dpop.js';
 import { SIGN_IN_TARGET } from '../config/token-targets.js';
 
+/** What a refresh ends in: done, failed, or joined to one already under way. */
+export type RefreshResult = 'ok' | 'failed' | 'joined';
+
+/** Counts refreshes by target (README "A token for each API") and result; a prom-client Counter is one. */
+export interface RefreshCounter {
+  inc(labels: { target: string; result: RefreshResult }): void;
+}
+
 export interface RefresherOptions {
   provider: Provider;
   /** With `provider.dpop`: refresh requests carry a proof of the user's key (RFC 9449 §5). */
   dpop?: DpopKeys | undefined;
   store: SessionStore;
-  metrics: Metrics;
+  /** Where refresh outcomes are counted (the `gatehouse_token_refreshes_total` counter of src/metrics/metrics.ts). */
+  metrics: { refreshes: RefreshCounter };
   /** `provider.userIdClaim`: the claim shown for the user, and with a plain OAuth 2.0 server the key userinfo must keep naming. */
   userIdClaim: string;
   refreshSkewMs: number;
   clock: Clock;
   defaultLifetime: number;
+}
+
+/** Delays between attempts to write a refreshed record the store did not take (then the next refresh tries again). */
+const REWRITE_DELAYS_MS = [250, 500, 1000, 2000, 4000, 8000, 15_000, 30_000];
+
+/** A refreshed record not yet in the store, and the refresh token it replaces. */
+interface Unsaved {
+  record: TokenRecord;
+  replaced: string | undefined;
 }
 
 /**
@@ -36,15 +53,6 @@ export interface RefresherOptions {
  * repeated: with refresh-token rotation a second use of the old refresh
  * token could revoke the whole grant (RFC 9700 §4.14.2).
  */
-/** Delays between attempts to write a refreshed record the store did not take (then the next refresh tries again). */
-const REWRITE_DELAYS_MS = [250, 500, 1000, 2000, 4000, 8000, 15_000, 30_000];
-
-/** A refreshed record not yet in the store, and the refresh token it replaces. */
-interface Unsaved {
-  record: TokenRecord;
-  replaced: string | undefined;
-}
-
 export class TokenRefresher {
   readonly #options: RefresherOptions;
   readonly #inFlight = new Map<string, Promise<TokenRecord>>();

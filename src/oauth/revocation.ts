@@ -30,3 +30,23 @@ export async function endEverySession(store: SessionStore, provider: Provider, u
   if (result?.record.refreshToken !== undefined) await revokeRefreshToken(provider, result.record.refreshToken, log);
   return result;
 }
+
+/**
+ * What a browser's sign-out does, and an idle session's end: the session
+ * `hash` is deleted at once (even without a token record), then the
+ * sessions `selected` picks leave the user's record, and the last one out
+ * revokes the refresh token at the authorization server (README "What the
+ * browser sees", /logout).
+ */
+export async function endSessionsAndRevoke(
+  context: { store: SessionStore; provider: Provider },
+  log: FastifyBaseLogger,
+  userId: string,
+  hash: string,
+  selected: (hash: string) => boolean,
+): Promise<EndedSessions | null> {
+  await context.store.deleteSession(hash);
+  const result = await endSessions(context.store, userId, selected);
+  if (result?.lastOut && result.record.refreshToken !== undefined) await revokeRefreshToken(context.provider, result.record.refreshToken, log);
+  return result;
+}

@@ -20,8 +20,8 @@ const JTI_TTL_MS = LOGOUT_TOKEN_MAX_AGE_MS + 2 * CLOCK_SKEW_MS;
  * 400 `invalid_request` for a bad token.
  */
 export async function backchannelLogoutRoute(fastify: FastifyInstance): Promise<void> {
-  const { config, provider, store } = fastify.gatehouse;
-  const verifier = new LogoutTokenVerifier(provider, config.provider.clientId, config.provider.timeout * 1000);
+  const { config, provider, store, clock } = fastify.gatehouse;
+  const verifier = new LogoutTokenVerifier(provider, config.provider.clientId, config.provider.timeout * 1000, () => clock.now());
 
   // §2.5: the token arrives as application/x-www-form-urlencoded; nothing else is read.
   fastify.removeAllContentTypeParsers();

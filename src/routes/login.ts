@@ -15,7 +15,7 @@ import { signInAsks } from '../config/token-targets.js';
  * pushed first and the redirect carries only `client_id` and `request_uri`.
  */
 export async function loginRoute(fastify: FastifyInstance): Promise<void> {
-  const { config, provider, pendingLogins, cookies, redirectUri, basePath, routes } = fastify.gatehouse;
+  const { config, provider, pendingLogins, cookies, redirectUri, basePath, routes, clock } = fastify.gatehouse;
   // One consent for every API: the targets' resources and scopes are asked for at sign-in (README "A token for each API").
   const { scope, resources } = signInAsks(config.provider.scopes, routes.targets);
   const wantsNonce = config.provider.scopes.includes('openid');
@@ -33,7 +33,7 @@ export async function loginRoute(fastify: FastifyInstance): Promise<void> {
       codeVerifier: oidc.randomPKCECodeVerifier(),
       nonce: wantsNonce ? oidc.randomNonce() : undefined,
       returnTo: requested === '/' ? defaultReturnTo : requested,
-      createdAt: Date.now(),
+      createdAt: clock.now(),
     };
     const parameters = new URLSearchParams({
       redirect_uri: redirectUri,

@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyRequest, RawRequestDefaultExpression } fro
 import { gatehouseError } from '../errors.js';
 import { requestCheck } from '../http/csrf.js';
 import { resolveSessionId, type ResolvedSession } from '../access/resolve.js';
-import { endSessionsAndRevoke } from '../session/ending.js';
+import { endSessionsAndRevoke } from '../oauth/revocation.js';
 
 /**
  * GET or POST /logout: ends this browser's session, revokes the refresh token

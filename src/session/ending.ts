@@ -1,7 +1,4 @@
-import type { FastifyBaseLogger } from 'fastify';
 import { sha256Base64url } from '../hash.js';
-import { revokeRefreshToken } from '../oauth/revocation.js';
-import type { Provider } from '../oauth/provider.js';
 import { userLock } from './keys.js';
 import type { SessionStore, TokenRecord } from './store.js';
 
@@ -41,7 +38,7 @@ export async function endSessions(
  * already (a refresh the AS rejected ends every session of the user this way).
  */
 export async function endSessionsOf(store: SessionStore, record: TokenRecord, selected: (hash: string) => boolean | Promise<boolean>): Promise<EndedSessions> {
-  const now = Date.now();
+  const now = store.clock.now();
   const ended: string[] = [];
   const kept: Record<string, number> = {};
   for (const [hash, expiresAt] of Object.entries(record.sessions)) {
@@ -53,26 +50,6 @@ export async function endSessionsOf(store: SessionStore, record: TokenRecord, se
   if (lastOut) await store.deleteTokens(record.userId);
   else if (ended.length > 0) await store.saveTokens({ ...record, sessions: kept }, now);
   return { record, ended: ended.length, lastOut };
-}
-
-/**
- * What a browser's sign-out does, and an idle session's end: the session
- * `hash` is deleted at once (even without a token record), then the
- * sessions `selected` picks leave the user's record, and the last one out
- * revokes the refresh token at the authorization server (README "What the
- * browser sees", /logout).
- */
-export async function endSessionsAndRevoke(
-  context: { store: SessionStore; provider: Provider },
-  log: FastifyBaseLogger,
-  userId: string,
-  hash: string,
-  selected: (hash: string) => boolean,
-): Promise<EndedSessions | null> {
-  await context.store.deleteSession(hash);
-  const result = await endSessions(context.store, userId, selected);
-  if (result?.lastOut && result.record.refreshToken !== undefined) await revokeRefreshToken(context.provider, result.record.refreshToken, log);
-  return result;
 }
 
 /**

@@ -2,8 +2,23 @@ import { LRUCache } from 'lru-cache';
 import { LockBusyError, lockFence, type Backend, type LockRelease } from './backends/backend.js';
 import { KEY_PREFIX } from './keys.js';
 import { Sealer } from './seal.js';
-import type { DpopKey } from '../oauth/dpop.js';
 import { gatehouseError, type GatehouseError } from '../errors.js';
+import { systemClock, type Clock } from '../clock.js';
+
+/**
+ * A user's DPoP key pair as kept in the token record: the private JWK of an
+ * ES256 (P-256) key. It lives only inside the sealed record (AES-256-GCM,
+ * bound to the user), so every replica signs with the same key and a copy
+ * of the store yields no usable key (README "Client authentication and
+ * sender-constrained tokens").
+ */
+export interface DpopKey {
+  kty: 'EC';
+  crv: 'P-256';
+  x: string;
+  y: string;
+  d: string;
+}
 
 /** A browser session: the hash of its id points at a user. */
 export interface SessionRecord {
@@ -108,7 +123,11 @@ export class SessionStore {
   /** Hashes of the sessions whose use this replica recorded in the current SEEN_GRAIN_MS window. */
   #seen = new Set<string>();
 
-  constructor(backend: Backend, sealer: Sealer, cacheSize: number) {
+  /** The gateway's clock: session and record expiry are judged by it (the backend's own TTLs and the readiness probe keep real time). */
+  readonly clock: Clock;
+
+  constructor(backend: Backend, sealer: Sealer, cacheSize: number, clock: Clock = systemClock) {
+    this.clock = clock;
     this.#backend = backend;
     this.#sealer = sealer;
     this.#cache = new LRUCache({ max: cacheSize });
@@ -148,7 +167,7 @@ export class SessionStore {
    * hot path, src/session/resolve.ts). Throws GH_ERR_STORE_UNAVAILABLE while
    * the backend is down.
    */
-  peekSession(hash: string, now = Date.now()): SessionRecord | null | undefined {
+  peekSession(hash: string, now = this.clock.now()): SessionRecord | null | undefined {
     this.#assertAvailable();
     const cached = this.#cached(`${KEY_PREFIX.session}${hash}`);
     if (cached?.kind !== 'session') return undefined;
@@ -163,7 +182,7 @@ export class SessionStore {
   }
 
   /** The session for a hashed id, or null when unknown or expired. A cache hit costs no I/O. */
-  async getSession(hash: string, now = Date.now()): Promise<SessionRecord | null> {
+  async getSession(hash: string, now = this.clock.now()): Promise<SessionRecord | null> {
     const peeked = this.peekSession(hash, now);
     if (peeked !== undefined) return peeked;
     const key = `${KEY_PREFIX.session}${hash}`;
@@ -187,7 +206,7 @@ export class SessionStore {
     if (plaintext !== undefined) this.#cache.set(key, { kind: 'tokens', record: JSON.parse(plaintext) as TokenRecord });
   }
 
-  async saveSession(hash: string, record: SessionRecord, now = Date.now()): Promise<void> {
+  async saveSession(hash: string, record: SessionRecord, now = this.clock.now()): Promise<void> {
     await this.#write(`${KEY_PREFIX.session}${hash}`, { kind: 'session', record }, () =>
       this.#backend.keyv.set(`${KEY_PREFIX.session}${hash}`, record, record.expiresAt - now),
     );
@@ -240,7 +259,7 @@ export class SessionStore {
   }
 
   /** Writes a token record (always sealed with the first key); it lives as long as its longest session. */
-  async saveTokens(record: TokenRecord, now = Date.now()): Promise<void> {
+  async saveTokens(record: TokenRecord, now = this.clock.now()): Promise<void> {
     const lastExpiry = Math.max(now + 1, ...Object.values(record.sessions));
     const sealed = this.#sealer.seal(JSON.stringify(record), `tokens:${record.userId}`);
     const key = `${KEY_PREFIX.tokens}${record.userId}`;

@@ -37,7 +37,8 @@ async function startJwksWatch(target: string) {
  * fetched from the AS's jwks_uri only over https (http on loopback); while
  * the JWKS cannot be fetched the keys already held keep verifying, and
  * fetches back off instead of following every token. The clock of the key
- * cache is injected; tokens are signed by the real AS.
+ * cache is injected (verify is handed the real time: the tokens are signed by
+ * the real AS now, while the cache's clock jumps ahead).
  */
 t.test('the JWKS cache survives an outage of jwks_uri and backs off', async (t) => {
   const h = await startHarness({ backchannelLogout: true });
@@ -49,30 +50,30 @@ t.test('the JWKS cache survives an outage of jwks_uri and backs off', async (t) 
   const verifier = new LogoutTokenVerifier(h.gateway.context.provider, CLIENT_ID, 2000, () => clock);
   const token = () => signedByAs(h.as, CLIENT_ID, { sub: 'alice' });
 
-  t.match(await verifier.verify(await token()), { sub: 'alice' }, 'a valid token verifies');
+  t.match(await verifier.verify(await token(), Date.now()), { sub: 'alice' }, 'a valid token verifies');
   t.equal(watch.fetches, 1, 'after one JWKS fetch');
 
   watch.failing = true;
   clock += 11 * 60 * 1000;
-  t.match(await verifier.verify(await token()), { sub: 'alice' }, 'keys past their age still verify while jwks_uri fails');
+  t.match(await verifier.verify(await token(), Date.now()), { sub: 'alice' }, 'keys past their age still verify while jwks_uri fails');
   t.equal(watch.fetches, 2, 'one refetch was tried');
-  for (let i = 0; i < 5; i += 1) await verifier.verify(await token());
+  for (let i = 0; i < 5; i += 1) await verifier.verify(await token(), Date.now());
   t.equal(watch.fetches, 2, 'no refetch while backing off');
-  await t.rejects(verifier.verify(resignedWithForeignKey(await token())), { code: 'GH_ERR_LOGOUT_TOKEN_INVALID' }, 'an unknown key is refused');
+  await t.rejects(verifier.verify(resignedWithForeignKey(await token()), Date.now()), { code: 'GH_ERR_LOGOUT_TOKEN_INVALID' }, 'an unknown key is refused');
   t.equal(watch.fetches, 2, 'without a fetch while backing off');
 
   clock += 1500;
-  await verifier.verify(await token());
+  await verifier.verify(await token(), Date.now());
   t.equal(watch.fetches, 3, 'the next try after the first backoff (1 s)');
   clock += 1500;
-  await verifier.verify(await token());
+  await verifier.verify(await token(), Date.now());
   t.equal(watch.fetches, 3, 'the second backoff is longer (2 s)');
 
   watch.failing = false;
   clock += 1000;
-  await verifier.verify(await token());
+  await verifier.verify(await token(), Date.now());
   t.equal(watch.fetches, 4, 'once jwks_uri answers again the keys are fetched');
-  for (let i = 0; i < 3; i += 1) await verifier.verify(await token());
+  for (let i = 0; i < 3; i += 1) await verifier.verify(await token(), Date.now());
   t.equal(watch.fetches, 4, 'and cached');
 });
 
@@ -86,7 +87,7 @@ t.test('without keys a failing jwks_uri gives 503 and is not refetched for every
   const clock = Date.now();
   const verifier = new LogoutTokenVerifier(h.gateway.context.provider, CLIENT_ID, 2000, () => clock);
   for (let i = 0; i < 5; i += 1) {
-    await t.rejects(verifier.verify(await signedByAs(h.as, CLIENT_ID, { sub: 'alice' })), { code: 'GH_ERR_PROVIDER_UNAVAILABLE', statusCode: 503 });
+    await t.rejects(verifier.verify(await signedByAs(h.as, CLIENT_ID, { sub: 'alice' }), Date.now()), { code: 'GH_ERR_PROVIDER_UNAVAILABLE', statusCode: 503 });
   }
   t.equal(watch.fetches, 1, 'one fetch, then backing off');
 });
