@@ -13,7 +13,7 @@ const CLOSE_WAIT_MS = 1000;
 /** How many sockets' sessions one sweep reads from the store at once. */
 const SWEEP_CONCURRENCY = 16;
 
-/** SPEC §10: a socket whose session has ended is closed with 1008 (policy violation) and a reason. */
+/** README "WebSockets and server-sent events": a socket whose session has ended is closed with 1008 (policy violation) and a reason. */
 const SESSION_ENDED = 1008;
 const GOING_AWAY = 1001;
 

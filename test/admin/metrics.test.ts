@@ -83,7 +83,7 @@ t.test('a refused callback is counted as a failed login, not an ok one', async (
   t.equal((await fetch(`${h.url}/callback?code=x&state=y`)).status, 400);
   const samples = parseMetrics(await (await fetch(`${h.gateway.adminAddress}/metrics`)).text());
   t.equal(valueOf(samples, 'gatehouse_http_requests_total', { route: 'callback', status: '400' }), 1);
-  // Every result is shown from start-up (SPEC §8): ok stays at 0, one failure reason counts 1.
+  // Every result is shown from start-up (README "Observe"): ok stays at 0, one failure reason counts 1.
   t.equal(valueOf(samples, 'gatehouse_logins_total', { result: 'ok' }), 0);
   const failed = samples.filter((sample) => sample.name === 'gatehouse_logins_total' && sample.value > 0);
   t.equal(failed.length, 1);

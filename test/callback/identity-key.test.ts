@@ -5,7 +5,7 @@ import { openIdUserKey, plainUserKey } from '../../src/oauth/identify.js';
 import { storedTokens } from '../helpers/refresh.js';
 
 /**
- * SPEC §6: with an OpenID provider the token record is keyed by the ID
+ * README "Storage": with an OpenID provider the token record is keyed by the ID
  * token's iss and sub, whatever `userIdClaim` names. Two accounts that share
  * the shown claim never share a record: one's login does not replace the
  * other's tokens, one's logout everywhere does not end the other's sessions.

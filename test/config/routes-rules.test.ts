@@ -2,7 +2,7 @@ import t from 'tap';
 import { loadConfig } from '../../src/config/load.js';
 import { problemsOf, withKeys } from './config-helpers.js';
 
-/** SPEC §9 and §3: what `check` refuses in `routes`, every problem at once; provider.clientId has no default. */
+/** README "Routes" and "Configuration": what `check` refuses in `routes`, every problem at once; provider.clientId has no default. */
 
 const withRoutes = (routes: unknown[]) => ({ ...withKeys({}), routes });
 

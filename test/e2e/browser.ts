@@ -121,7 +121,7 @@ export async function submitLoginForm(page: Page, user: string): Promise<void> {
 
 /**
  * The whole sign-in as a user does it: open `path` (the gateway sends the
- * browser on to the AS, SPEC §4), sign in at the AS, land back on `path`.
+ * browser on to the AS, README "What the browser sees"), sign in at the AS, land back on `path`.
  * Throws if any step does not happen (the tests that prove each step assert
  * them one by one).
  */

@@ -7,7 +7,7 @@ import { firstOfChain, keepEvidenceOnFailure, openBrowser, submitLoginForm } fro
 const DEEP_LINK = '/orders/42?tab=open&sort=-date';
 
 /**
- * SPEC §4 "no cookie or unknown session id", in Chromium against a real AS
+ * README "What the browser sees" "no cookie or unknown session id", in Chromium against a real AS
  * on another site: a visit to a deep link goes straight to the AS's sign-in
  * page and comes back to that exact link, with no click on a gatehouse page;
  * a browser that drops the session cookie gets the explanatory page once,

@@ -25,7 +25,7 @@ t.test('signing out lands on the configured page and the protected pages ask for
   await page.getByRole('button', { name: 'Yes, sign me out' }).click();
   const landing = await landed;
   t.equal(landing.status(), 302, 'back on publicUrl + "/", which now needs a sign-in');
-  t.equal(await landing.headerValue('location'), '/login?returnTo=%2F', 'and sends the browser to sign in (SPEC §4)');
+  t.equal(await landing.headerValue('location'), '/login?returnTo=%2F', 'and sends the browser to sign in (README "What the browser sees")');
   await page.waitForURL((url) => url.origin === asOrigin && url.pathname.startsWith('/interaction/'));
   t.equal(await page.locator('input[name="login"]').count(), 1, "the AS asks for a sign-in: the user's AS session ended too");
   t.notOk((await context.cookies(h.url)).some((cookie) => cookie.name === 'session_id'), 'the session cookie is gone');

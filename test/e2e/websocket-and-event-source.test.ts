@@ -7,7 +7,7 @@ import { startWebSocketUpstream } from '../helpers/websocket-upstream.js';
 import { CHROMIUM, firstOfChain, keepEvidenceOnFailure, openBrowser, submitLoginForm } from './browser.js';
 
 /**
- * SPEC §10 in Chromium: the page's own `EventSource` gets each event as the
+ * README "WebSockets and server-sent events" in Chromium: the page's own `EventSource` gets each event as the
  * upstream sends it, and its own `WebSocket` echoes through the gateway and
  * is closed with 1008 when the user signs out in another tab.
  */

@@ -190,7 +190,7 @@ t.test('the route table applies to the original path', async (t) => {
 
   const admin = await ask(h, '/admin/users', { cookie });
   t.equal(admin.status, 403, 'allow not matched: 403');
-  t.strictSame(JSON.parse(admin.body.toString('utf8')), { error: 'forbidden' }, 'exactly {"error":"forbidden"} (SPEC §9)');
+  t.strictSame(JSON.parse(admin.body.toString('utf8')), { error: 'forbidden' }, 'exactly {"error":"forbidden"} (README "Routes")');
   holdsNoToken(t, admin, [accessToken]);
   t.equal((await ask(h, '/api/orders')).status, 401, 'a required route without a session: 401');
 });

@@ -58,7 +58,7 @@ t.test('idle timeout of 2 s', async (t) => {
     t.ok(cleared && isDeletion(cleared), 'the cookie is cleared');
     t.equal((await introspect(h.as, refreshToken, 'refresh_token')).active, false, 'the refresh token is revoked');
     const page = await navigate(`${h.url}/orders`, { cookie });
-    t.equal(page.status, 302, 'a navigation is sent through sign-in (SPEC §4)');
+    t.equal(page.status, 302, 'a navigation is sent through sign-in (README "What the browser sees")');
     t.equal(page.headers.location, '/login?returnTo=%2Forders');
   });
 

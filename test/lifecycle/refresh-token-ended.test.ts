@@ -48,7 +48,7 @@ t.test('refresh token revoked at the AS', async (t) => {
   const me = await fetch(`${h.url}/api/me`, { headers: { cookie } });
   t.equal(me.status, 401);
   t.strictSame(await me.json(), { error: 'unauthorized' });
-  // The API call above ended the session: a navigation now has none and goes through sign-in (SPEC §4).
+  // The API call above ended the session: a navigation now has none and goes through sign-in (README "What the browser sees").
   const navigation = await navigate(`${h.url}/`, { cookie });
   t.equal(navigation.status, 302);
   t.equal(navigation.headers.location, '/login?returnTo=%2F');

@@ -7,7 +7,7 @@ import { CookieJar } from '../helpers/cookie-jar.js';
 const BROWSER_COOKIE_LIMIT = 4096;
 
 /**
- * SPEC §12: whatever `returnTo` values a hostile page sends the browser to
+ * README "Limits under abuse": whatever `returnTo` values a hostile page sends the browser to
  * `/login` with, the login cookie stays under 4,096 bytes (oldest pending
  * logins dropped first), so the user's own sign-in still completes.
  */

@@ -4,7 +4,7 @@ import { signIn } from '../helpers/sign-in.js';
 import { introspect, watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 
 /**
- * SPEC §4: a cross-site `GET /logout?everywhere=1` (a link or an image on
+ * README "What the browser sees": a cross-site `GET /logout?everywhere=1` (a link or an image on
  * any site; the browser sends its Lax cookie on a top-level navigation)
  * signs out only this browser, never every device of the user. Only a POST
  * that passes the CSRF check, or a GET shown to be same-origin, ends them all.

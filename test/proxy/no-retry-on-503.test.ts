@@ -4,7 +4,7 @@ import { signIn } from '../helpers/sign-in.js';
 import { startScriptedUpstream } from '../helpers/scripted-upstream.js';
 
 /**
- * SPEC §5: the upstream's answer is passed on once and as it is; a 503, with
+ * README "Where tokens go": the upstream's answer is passed on once and as it is; a 503, with
  * or without Retry-After, is never retried by the gateway. @fastify/reply-from
  * retries a bodiless GET answered 503 up to ten times unless told otherwise.
  */

@@ -6,7 +6,7 @@ import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 import { httpSend, type RawResponse } from '../helpers/http-request.js';
 
 /**
- * SPEC §4 "any other path, no cookie or unknown session id": 401, JSON
+ * README "What the browser sees" "any other path, no cookie or unknown session id": 401, JSON
  * `{"error":"unauthorized"}` for API calls (`Accept: *\/*` and EventSource
  * included), a 302 through sign-in and back to the same path and query for
  * GET and HEAD navigations, the 401 page for other navigations, a stale

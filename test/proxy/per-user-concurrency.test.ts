@@ -6,7 +6,7 @@ import { startScriptedUpstream } from '../helpers/scripted-upstream.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 /**
- * SPEC §12: at most `limits.perUserConcurrency` proxied requests of one user
+ * README "Limits under abuse": at most `limits.perUserConcurrency` proxied requests of one user
  * are in flight at once; more get 429 with Retry-After, other users are
  * unaffected, and server-sent event streams stop counting once their head
  * is sent. The upstream holds `/hold` requests until the test lets them go.

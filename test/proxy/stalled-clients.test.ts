@@ -83,7 +83,7 @@ async function rawClient(url: string, head: string, body = ''): Promise<{ socket
 }
 
 /**
- * SPEC §12: a client that reads nothing while data waits for it, or sends
+ * README "Limits under abuse": a client that reads nothing while data waits for it, or sends
  * nothing of a declared body, for `server.idleTimeout` is disconnected and
  * its upstream connection released; other users keep being served; a
  * response only slow to come from the upstream (long poll, quiet SSE) is

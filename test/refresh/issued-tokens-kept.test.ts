@@ -54,7 +54,7 @@ async function startRefreshWatch(h: Harness) {
 }
 
 /**
- * SPEC §4 with refresh-token rotation (RFC 9700 §4.14.2): once the AS has
+ * README "What the browser sees" with refresh-token rotation (RFC 9700 §4.14.2): once the AS has
  * answered a refresh, the old refresh token is spent. When something fails
  * after that, the new tokens are kept (and their write retried), so the next
  * refresh presents the new refresh token: the user stays signed in and the

@@ -5,7 +5,7 @@ import { httpSend } from '../helpers/http-request.js';
 import { findSetCookie } from '../helpers/set-cookie.js';
 
 /**
- * SPEC §9 with three real upstreams: longest prefix on segment boundaries,
+ * README "Routes" with three real upstreams: longest prefix on segment boundaries,
  * stripPrefix with a base path, a token only to the matched route's
  * upstream, public and optional routes, identity headers (spoofed ones
  * removed on every mode, a claim holding CR/LF left out), 400 for dot

@@ -9,9 +9,9 @@ import { TestClock } from '../helpers/clock.js';
 const NAVIGATION = { 'sec-fetch-mode': 'navigate', accept: 'text/html' };
 
 /**
- * SPEC §9 `allow` (email domains, a group in an array claim: 403 page or
+ * README "Routes" `allow` (email domains, a group in an array claim: 403 page or
  * JSON, nothing upstream, the session kept), 404 for a path no route
- * matches, `onUnauthenticated` (auto, page, 401), the SPEC §4 loop guard,
+ * matches, `onUnauthenticated` (auto, page, 401), the README "What the browser sees" loop guard,
  * and an optional route after a refresh the AS rejects.
  */
 t.test('who may pass, and what an unauthenticated request gets', async (t) => {

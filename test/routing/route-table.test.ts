@@ -6,7 +6,7 @@ import { compileAllow, isAllowed } from '../../src/routing/allow.js';
 import { identityHeaders } from '../../src/routing/identity-headers.js';
 import { withKeys } from '../config/config-helpers.js';
 
-/** SPEC §9: longest prefix on segment boundaries, stripPrefix with a base path, token and auth defaults, allow, identity headers. */
+/** README "Routes": longest prefix on segment boundaries, stripPrefix with a base path, token and auth defaults, allow, identity headers. */
 
 const tableOf = (routes: unknown[]) => compileRoutes(loadConfig({ ...withKeys({}), routes }, {}));
 

@@ -5,7 +5,7 @@ import { storeConformance } from './store-conformance.js';
 t.test('memory://', (t) => storeConformance(t, 'memory://', process.cwd()));
 
 /**
- * SPEC §12: `memory://` expires entries by itself like the other stores.
+ * README "Limits under abuse": `memory://` expires entries by itself like the other stores.
  * Keyv drops an expired entry only when it is read; the sweep the store runs
  * (every 10 minutes, called here directly) deletes those never read again.
  */

@@ -11,7 +11,7 @@ import { redisMissing, startRedis } from '../helpers/redis.js';
 
 
 /**
- * SPEC §6 and the issue's item 6: a backend read in flight while this
+ * README "Storage" and the issue's item 6: a backend read in flight while this
  * replica deletes or rewrites the same key must not put the old value back
  * into the cache. After a logout's delete has returned, every later read
  * is null; after a write has returned, every later read sees it. With

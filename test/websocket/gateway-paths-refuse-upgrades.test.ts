@@ -5,7 +5,7 @@ import { signIn } from '../helpers/sign-in.js';
 import { startWebSocketUpstream } from '../helpers/websocket-upstream.js';
 
 /**
- * SPEC §10 with README "Routes": the gateway's own paths come before every
+ * README "WebSockets and server-sent events" and "Routes": the gateway's own paths come before every
  * route, for an upgrade as for a request. Under a `/` route with
  * `websocket: true`, an upgrade on a configured `paths.*` is refused and
  * never reaches the upstream.

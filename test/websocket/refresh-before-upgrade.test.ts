@@ -6,7 +6,7 @@ import { watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 import { shortLoginTokens, waitUntilExpired, watchRefreshGrants } from '../helpers/refresh.js';
 import { startWebSocketUpstream } from '../helpers/websocket-upstream.js';
 
-/** SPEC §10: an upgrade with a stale access token is refreshed first; the upstream's handshake carries the new one. */
+/** README "WebSockets and server-sent events": an upgrade with a stale access token is refreshed first; the upstream's handshake carries the new one. */
 
 t.test('a socket opened after the access token expired: one refresh grant, and the handshake bearer is the new token of the user', async (t) => {
   const upstream = await startWebSocketUpstream();

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { startHarness } from '../helpers/harness.js';
 import { signIn } from '../helpers/sign-in.js';
 
-/** SPEC §10: server-sent events reach the browser as the upstream sends them; a reconnect without a session gets 401. */
+/** README "WebSockets and server-sent events": server-sent events reach the browser as the upstream sends them; a reconnect without a session gets 401. */
 
 const QUIET_MS = 3000;
 

@@ -10,7 +10,7 @@ import { CookieJar } from '../helpers/cookie-jar.js';
 import { signOutAtAuthorizationServer } from '../lifecycle/logout-token.js';
 import { waitFor } from '../helpers/wait-for.js';
 
-/** SPEC §10: an open socket closes with 1008 within 5 s of its session ending (any kind, any replica); 1001 at shutdown; back-pressure. */
+/** README "WebSockets and server-sent events": an open socket closes with 1008 within 5 s of its session ending (any kind, any replica); 1001 at shutdown; back-pressure. */
 
 const WITHIN_MS = 5000;
 

@@ -5,7 +5,7 @@ import { signIn } from '../helpers/sign-in.js';
 import { startWebSocketUpstream, type WebSocketUpstream } from '../helpers/websocket-upstream.js';
 import { waitFor } from '../helpers/wait-for.js';
 
-/** SPEC §10: WebSocket upgrades on `websocket: true` routes, through a real AS and a real ws upstream. */
+/** README "WebSockets and server-sent events": WebSocket upgrades on `websocket: true` routes, through a real AS and a real ws upstream. */
 
 let h: Harness;
 let upstream: WebSocketUpstream;
