@@ -39,6 +39,19 @@ export interface Admission {
 }
 
 /**
+ * The user as a refusal (the 403 page) names them: the `userIdClaim` value,
+ * and, when the route's rule is on the email domain, the email it was
+ * decided on, for `sub` is often an opaque id the user cannot recognise
+ * (README "Routes").
+ * @example refusedUser(route, admission) // '248289761001 (mallory@else.test)'
+ */
+export function refusedUser(route: Route, admission: Admission): string {
+  const email = admission.tokens.claims.email;
+  if (route.allow?.emailDomains === undefined || typeof email !== 'string' || email === admission.user) return admission.user;
+  return `${admission.user} (${email})`;
+}
+
+/**
  * `allow` and the identity headers for `tokens`, a record already fresh:
  * both read the claims of the last sign-in or refresh, so a refresh that
  * brought new claims decides with them.

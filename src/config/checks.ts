@@ -3,7 +3,7 @@ import type { Rule } from './checks/rule.js';
 import { SERVER_RULES } from './checks/server.js';
 import { PROVIDER_RULES } from './checks/provider.js';
 import { SESSION_RULES, sessionWarnings } from './checks/session.js';
-import { ROUTE_RULES } from './checks/routes.js';
+import { ROUTE_RULES, routeWarnings } from './checks/routes.js';
 import { PAGE_RULES } from './checks/pages.js';
 import { MACHINE_CLIENT_RULES, machineClientWarnings } from './checks/machine-clients.js';
 import { IDENTITY_RULES } from './checks/identity.js';
@@ -19,7 +19,7 @@ const RULES: readonly Rule[] = [...SERVER_RULES, ...PROVIDER_RULES, ...SESSION_R
  * @example configWarnings(config) // ['session.idleTimeout: 48h is longer than session.ttl (24h): ...']
  */
 export function configWarnings(config: Config): string[] {
-  return [...sessionWarnings(config), ...machineClientWarnings(config)];
+  return [...sessionWarnings(config), ...routeWarnings(config), ...machineClientWarnings(config)];
 }
 
 /**

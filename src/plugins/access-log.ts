@@ -1,6 +1,13 @@
 import fp from 'fastify-plugin';
 import type { Logger } from 'pino';
 
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Forward-auth: the original request the proxy asked about, which the access-log line names. */
+    decided: { method: string; path: string } | undefined;
+  }
+}
+
 /**
  * After every response of the public app: counts it in
  * `gatehouse_http_requests_total` and the duration histogram under its route
@@ -10,6 +17,7 @@ import type { Logger } from 'pino';
 export const accessLogPlugin = fp<{ logger: Logger }>(
   async (fastify, { logger }) => {
     const { metrics } = fastify.gatehouse;
+    fastify.decorateRequest('decided', undefined);
     // Synchronous, and the line built without spreads: this runs once per request (BENCHMARKS.md "Access log").
     fastify.addHook('onResponse', (request, reply, done) => {
       const route = request.routeOptions.config.routeClass ?? request.exchange?.route.label ?? 'proxy';
@@ -26,6 +34,11 @@ export const accessLogPlugin = fp<{ logger: Logger }>(
         };
         if (request.userId !== undefined) line.userId = request.userId;
         if (request.errorCode !== undefined) line.code = request.errorCode;
+        const decided = request.decided;
+        if (decided !== undefined) {
+          line.originalMethod = decided.method;
+          line.originalPath = decided.path;
+        }
         const seconds = request.exchange?.seconds ?? -1;
         if (seconds >= 0) line.upstreamMs = Math.round(seconds * 10_000) / 10;
         request.log.info(line, 'request completed');

@@ -5,7 +5,7 @@ import { gatehouseError, isGatehouseError } from '../errors.js';
 import { requestCheck } from '../http/csrf.js';
 import { isNavigation } from '../http/request-kind.js';
 import { resolveCached, resolveStored, type ResolvedSession } from '../access/resolve.js';
-import { admit, admitFresh, type Admission } from '../access/admission.js';
+import { admit, admitFresh, refusedUser, type Admission } from '../access/admission.js';
 import { isRequestView, requestView } from '../access/request-view.js';
 import { upstreamAssertion, upstreamProof, upstreamToken, upstreamUrl, withAssertion } from '../access/upstream-identity.js';
 import type { TokenRecord } from '../session/store.js';
@@ -163,7 +163,7 @@ export function createAuthenticate(context: GatewayContext, slots: UserSlots, re
   function pass(request: FastifyRequest, reply: FastifyReply, exchange: Exchange, admission: Admission, resolvedTokens: TokenRecord): FastifyReply | undefined {
     if (admission.verdict === 'forbidden') {
       request.errorCode = 'GH_ERR_NOT_ALLOWED';
-      return errorResponse.send(request, reply, gatehouseError('GH_ERR_NOT_ALLOWED', { detail: admission.user }), links.signOut);
+      return errorResponse.send(request, reply, gatehouseError('GH_ERR_NOT_ALLOWED', { detail: refusedUser(exchange.route, admission) }), links.signOut);
     }
     exchange.identity = admission.identity;
     exchange.token = upstreamToken(exchange.route, admission);

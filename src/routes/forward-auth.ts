@@ -5,9 +5,10 @@ import { isNavigation } from '../http/request-kind.js';
 import { originalRequest } from '../http/original-request.js';
 import { safeReturnTo } from '../oauth/return-to.js';
 import { resolveSessionId } from '../access/resolve.js';
-import { admitFresh, type Admission } from '../access/admission.js';
+import { admitFresh, refusedUser, type Admission } from '../access/admission.js';
 import { isRequestView, requestView } from '../access/request-view.js';
 import { UpstreamHeaders, upstreamAssertion, upstreamToken, withAssertion } from '../access/upstream-identity.js';
+import type { Link } from '../http/error-response.js';
 
 /** A pass that asserts nothing: a public route, or an optional one without a user. */
 const NOTHING_ASSERTED: Readonly<Record<string, string>> = Object.freeze({});
@@ -50,6 +51,8 @@ export async function forwardAuthRoute(fastify: FastifyInstance): Promise<void> 
         reply.header('cache-control', 'no-store');
         const original = originalRequest(request.raw.headersDistinct, request.method, suffixOf(request.url, endpoint));
         if (!original.ok) return refuse(request, reply, gatehouseError('GH_ERR_REQUEST_INVALID', { detail: original.reason }));
+        // The access log names the request that was decided, not only /forward-auth (README "Observe").
+        request.decided = original;
         // The path rule and the route table, as for a proxied request: the decision is on the path the upstream reads.
         const view = requestView(routes, original.url, original.method);
         if (!isRequestView(view)) return refuse(request, reply, view);
@@ -79,10 +82,11 @@ export async function forwardAuthRoute(fastify: FastifyInstance): Promise<void> 
             // publicUrl, never the proxy's X-Forwarded-Host: a foreign host never becomes a redirect target (README "What the browser sees").
             return reply.redirect(`${loginUrl}?returnTo=${encodeURIComponent(safeReturnTo(original.url))}`, 302);
           }
-          return refuse(request, reply, 'GH_ERR_SESSION_REQUIRED');
+          // The sign-in page's link comes back to the original page, through publicUrl as the redirect does.
+          return refuse(request, reply, 'GH_ERR_SESSION_REQUIRED', { href: `${loginUrl}?returnTo=${encodeURIComponent(safeReturnTo(original.url))}`, text: 'Sign in' });
         }
         request.userId = admission.user;
-        if (admission.verdict === 'forbidden') return refuse(request, reply, gatehouseError('GH_ERR_NOT_ALLOWED', { detail: admission.user }));
+        if (admission.verdict === 'forbidden') return refuse(request, reply, gatehouseError('GH_ERR_NOT_ALLOWED', { detail: refusedUser(route, admission) }), context.links.signOut);
         const assertion = upstreamAssertion(context, route, hash, admission, context.clock.now());
         const identity = assertion === undefined ? admission.identity : withAssertion(admission.identity, route, await assertion);
         return pass(request, reply, upstreamHeaders.asserted({ identity, token: upstreamToken(route, admission), proof: '' }));
@@ -107,13 +111,16 @@ export async function forwardAuthRoute(fastify: FastifyInstance): Promise<void> 
   }
 
   /**
-   * A refusal as JSON whatever the request's Accept: the proxy, not a page,
-   * reads it (nginx only its status; Caddy and Traefik pass it on).
+   * A refusal as proxy mode would answer the original request: the HTML page
+   * for a navigation (403 naming the user with sign-out, 401 with a sign-in
+   * link), JSON for an API call. Caddy, Traefik and Envoy pass it to the
+   * browser; nginx shows its own page for the status, or sends a 401 on to
+   * sign-in (README "Behind nginx, Caddy, Traefik or Envoy").
    */
-  function refuse(request: FastifyRequest, reply: FastifyReply, error: ErrorCode | GatehouseError): FastifyReply {
+  function refuse(request: FastifyRequest, reply: FastifyReply, error: ErrorCode | GatehouseError, link?: Link): FastifyReply {
     const refusal = typeof error === 'string' ? gatehouseError(error) : error;
     request.errorCode = refusal.code;
-    return errorResponse.send(request, reply, refusal, undefined, 'json');
+    return errorResponse.send(request, reply, refusal, link);
   }
 }
 

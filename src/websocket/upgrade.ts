@@ -9,7 +9,7 @@ import { rawErrorResponse, rawResponse } from '../http/error-response.js';
 import { requestId } from '../http/request-id.js';
 import { normalPath } from '../http/request-path.js';
 import { resolveSessionId, type ResolvedSession } from '../access/resolve.js';
-import { admitFresh, type Admission } from '../access/admission.js';
+import { admitFresh, refusedUser, type Admission } from '../access/admission.js';
 import { isRequestView, requestView, type RequestView } from '../access/request-view.js';
 import { ANONYMOUS, UpstreamHeaders, upstreamAssertion, upstreamProof, upstreamToken, upstreamUrl, withAssertion, type UpstreamPass } from '../access/upstream-identity.js';
 import { isUnder } from '../config/route-paths.js';
@@ -169,7 +169,7 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
     // A refresh the AS rejected has ended the session: on an optional route the socket opens without it.
     const admission = await admitFresh(context, route, resolved, log);
     if (admission === null) return null;
-    if (admission.verdict === 'forbidden') throw gatehouseError('GH_ERR_NOT_ALLOWED', { detail: admission.user });
+    if (admission.verdict === 'forbidden') throw gatehouseError('GH_ERR_NOT_ALLOWED', { detail: refusedUser(route, admission) });
     return { resolved, admission };
   }
 

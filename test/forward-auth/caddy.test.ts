@@ -8,5 +8,5 @@ import { recipeScenario } from './recipe-scenario.js';
  */
 t.test('the Caddy forward_auth recipe, server.trustProxy as a hop count', { skip: proxyMissing(CADDY, 'caddy') }, async (t) => {
   // Caddy is the one hop in front (nginx.test.ts runs the recipe's address list).
-  await recipeScenario(t, startCaddy, { redirect: true, apiWithoutSession: 401, hidesEndpoint: false, trustProxy: 1 });
+  await recipeScenario(t, startCaddy, { redirect: true, apiWithoutSession: 401, hidesEndpoint: false, trustProxy: 1, passesRefusals: true });
 });

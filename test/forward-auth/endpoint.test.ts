@@ -54,7 +54,10 @@ t.test('the one implicit route: who may ask, and what each answer carries', asyn
   t.same(JSON.parse(anonymous.body.toString('utf8')), { error: 'unauthorized' });
   const navigation = await ask(h, '/api/me', { 'sec-fetch-mode': 'navigate', accept: 'text/html' });
   t.equal(navigation.status, 401, 'without forwardAuth.redirect a navigation gets 401 too (nginx turns it into a redirect)');
-  t.same(JSON.parse(navigation.body.toString('utf8')), { error: 'unauthorized' }, 'as JSON: the proxy reads it, not a person');
+  t.match(navigation.headers['content-type'], /^text\/html/, 'the sign-in page proxy mode shows, for proxies that pass it on (Caddy, Traefik, Envoy)');
+  t.match(navigation.body.toString('utf8'), `href="${h.url}/login?returnTo=%2Fapi%2Fme"`, 'its sign-in link comes back to the original page');
+  const decided = h.logs.filter((line) => line.msg === 'request completed' && line.route === 'forward-auth').at(-1);
+  t.match(decided, { method: 'GET', path: '/forward-auth', originalMethod: 'GET', originalPath: '/api/me', status: 401 }, 'the access-log line names the request decided');
 
   const crossSite = await ask(h, '/api/echo', { cookie, 'x-forwarded-method': 'POST', origin: 'https://evil.example' });
   t.equal(crossSite.status, 403, 'a cross-site POST, judged by the original method');
@@ -218,7 +221,9 @@ t.test('routes without `/`: an original URL no route matches gets 404, signed in
     for (const [who, headers] of [['signed in', { cookie }], ['anonymous', {}], ['anonymous navigation', navigate], ['signed-in navigation', { ...navigate, cookie }]] as const) {
       const answer = await ask(h, uri, headers);
       t.equal(answer.status, 404, `${uri}, ${who}: 404, not a pass, a 401 or a redirect to sign-in`);
-      t.match(JSON.parse(answer.body.toString('utf8')), { error: 'not_found' });
+      // As proxy mode answers: the HTML page for a navigation, JSON otherwise.
+      if ('sec-fetch-mode' in headers) t.match(answer.body.toString('utf8'), /<!doctype html>[\s\S]*Nothing is served at this path/i);
+      else t.match(JSON.parse(answer.body.toString('utf8')), { error: 'not_found' });
       t.notOk('location' in answer.headers, 'no redirect');
       holdsNoToken(t, answer, [accessToken, refreshToken]);
     }

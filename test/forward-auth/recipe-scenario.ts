@@ -22,6 +22,8 @@ interface RecipeOptions {
   hidesEndpoint: boolean;
   /** `server.trustProxy` in place of the recipe's address list, e.g. a hop count; default: the recipe's. */
   trustProxy?: number | string[];
+  /** Whether the proxy passes gatehouse's refusal body to the browser (Caddy), or shows its own page (nginx). */
+  passesRefusals?: boolean;
 }
 
 /** `rateLimit.max` in the scenario: sign-ins a client address may start per minute. */
@@ -166,6 +168,21 @@ export async function recipeScenario(t: Test, start: (dir: string, addresses: Ad
       }
     }
   });
+
+  if (options.passesRefusals) {
+    t.test('a refused navigation gets the page proxy mode shows: 403 naming the user, with sign-out', async (t) => {
+      const page = await browse('/api/admin/users', NAVIGATION);
+      t.equal(page.status, 403, proxy.log());
+      t.match(page.body, /<!doctype html>/i, 'an HTML page, not {"error":"forbidden"}');
+      t.match(page.body, 'You are signed in as alice');
+      t.match(page.body, /href="\/logout"[^>]*>Sign out</);
+      const api = await browse('/api/admin/users', { accept: 'application/json' });
+      t.equal(api.status, 403);
+      t.same(JSON.parse(api.body), { error: 'forbidden' }, 'an API call still gets JSON');
+      const logged = h.logs.filter((line) => line.msg === 'request completed' && line.route === 'forward-auth' && line.status === 403);
+      t.match(logged.at(-1), { originalMethod: 'GET', originalPath: '/api/admin/users', code: 'GH_ERR_NOT_ALLOWED' }, 'the access-log line names the request decided');
+    });
+  }
 
   t.test('a browser cannot choose its own token or identity', async (t) => {
     const answer = await browse('/api/me', { authorization: 'Bearer forged', 'x-forwarded-user': 'mallory', 'x-forwarded-email': 'mallory@evil.example' });

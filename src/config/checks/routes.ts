@@ -1,3 +1,4 @@
+import type { Config } from '../schema.js';
 import { isAmbiguousPath, isUnder, normalRoutePath } from '../route-paths.js';
 import { parseUrl, PATH_PATTERN, type Rule } from './rule.js';
 
@@ -84,3 +85,27 @@ export const ROUTE_RULES: readonly Rule[] = [
     },
   },
 ];
+
+/**
+ * Route settings that work but do not do what they seem to: `headers` on a
+ * public route (it reads no session, so they are only ever removed from
+ * incoming requests, never sent), and `websocket: true` with
+ * `forwardAuth.only` (the proxy in front carries the socket; gatehouse
+ * decides the handshake but cannot close it when the session ends).
+ */
+export function routeWarnings({ routes = [], forwardAuth }: Config): string[] {
+  return routes.flatMap((route, index) => {
+    const warnings: string[] = [];
+    if (route.auth === 'public' && Object.keys(route.headers).length > 0) {
+      warnings.push(
+        `routes[${index}].headers: a public route reads no session, so its identity headers are never sent (only removed from requests); use auth: optional to send them to signed-in users`,
+      );
+    }
+    if (route.websocket && forwardAuth.only) {
+      warnings.push(
+        `routes[${index}].websocket: with forwardAuth.only the proxy in front carries WebSockets; gatehouse only decides the handshake and cannot close a socket when its session ends (README "Behind nginx, Caddy, Traefik or Envoy")`,
+      );
+    }
+    return warnings;
+  });
+}
