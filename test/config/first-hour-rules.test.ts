@@ -61,9 +61,9 @@ t.test('identity headers on a public route, and websocket: true with forwardAuth
     { path: '/assets', upstream: 'http://web:3000', auth: 'public', headers: { 'X-Forwarded-User': 'sub' } },
     { path: '/chat', upstream: 'http://chat:3000', websocket: true },
   ];
-  t.strictSame(configWarnings(loadConfig(withKeys({ routes, forwardAuth: { trustedProxies: ['127.0.0.1'], only: true } }), {})), [
+  t.strictSame(configWarnings(loadConfig({ ...withKeys({ forwardAuth: { trustedProxies: ['127.0.0.1'], only: true } }), routes }, {})), [
     'routes[0].headers: a public route reads no session, so its identity headers are never sent (only removed from requests); use auth: optional to send them to signed-in users',
     'routes[1].websocket: with forwardAuth.only the proxy in front carries WebSockets; gatehouse only decides the handshake and cannot close a socket when its session ends (README "Behind nginx, Caddy, Traefik or Envoy")',
   ]);
-  t.strictSame(configWarnings(loadConfig(withKeys({ routes: [{ ...routes[0], auth: 'optional' }, routes[1]] }), {})), [], 'optional headers, and a proxied WebSocket: no warning');
+  t.strictSame(configWarnings(loadConfig({ ...withKeys({}), routes: [{ ...routes[0], auth: 'optional' }, routes[1]] }, {})), [], 'optional headers, and a proxied WebSocket: no warning');
 });
