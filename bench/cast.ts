@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -61,7 +61,12 @@ export interface GatewayOptions {
   websocketUpstream?: string;
   /** A route at `TARGET_PATH` with a token target (`BENCH_RESOURCE`), beside `/` with the sign-in token (README "A token for each API"). */
   tokenTarget?: boolean;
+  /** A route at `ASSERTION_PATH` with an identity assertion (README "Identity assertion"), beside `/` without one. */
+  assertion?: boolean;
 }
+
+/** The path of the assertion route (`GatewayOptions.assertion`). */
+export const ASSERTION_PATH = '/api/asserted';
 
 /** The path of the token-target route (`GatewayOptions.tokenTarget`). */
 export const TARGET_PATH = '/api/target';
@@ -235,6 +240,11 @@ ${o.refreshSkew === undefined ? '' : `tokens:\n  refreshSkew: ${o.refreshSkew}\n
 function upstreamYaml(o: GatewayOptions & { upstreamUrl: string }): string {
   if (o.websocketUpstream !== undefined) {
     return `routes:\n  - {path: ${WEBSOCKET_PATH}, upstream: '${o.websocketUpstream}', websocket: true}\n  - {path: /, upstream: '${o.upstreamUrl}'}`;
+  }
+  if (o.assertion) {
+    // One Ed25519 key, made for this run; the route strips its prefix so both routes reach the same upstream path.
+    const pem = (generateKeyPairSync('ed25519').privateKey.export({ format: 'pem', type: 'pkcs8' }) as string).trim().split('\n');
+    return `routes:\n  - {path: ${ASSERTION_PATH}, upstream: '${o.upstreamUrl}', stripPrefix: true, assertion: {claims: [email]}}\n  - {path: /, upstream: '${o.upstreamUrl}'}\nassertion:\n  signingKeys:\n    - |\n${pem.map((line) => `      ${line}`).join('\n')}`;
   }
   if (o.tokenTarget) {
     return `routes:\n  - {path: ${TARGET_PATH}, upstream: '${o.upstreamUrl}', stripPrefix: true, token: {resource: '${BENCH_RESOURCE}', scopes: [bench.read]}}\n  - {path: /, upstream: '${o.upstreamUrl}'}`;

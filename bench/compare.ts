@@ -35,7 +35,7 @@ export async function comparePair(mode: Mode, path: string, shape: Shape, baseli
 }
 
 /** req/s (with its target ratio), p50/p99 latency, CPU per request and how busy the server core was. */
-export function pairRows(scenario: string, pair: Pair, targets: { rps?: number; p99PlusMs?: number } = {}): Row[] {
+export function pairRows(scenario: string, pair: Pair, targets: { rps?: number; p99PlusMs?: number; cpuPerRequest?: number } = {}): Row[] {
   const { baseline: a, gatehouse: b } = pair;
   const rpsRatio = b.rps / a.rps;
   const p99Delta = b.p99 - a.p99;
@@ -65,7 +65,8 @@ export function pairRows(scenario: string, pair: Pair, targets: { rps?: number; 
       baseline: `${fixed(a.cpuPerRequestUs)} µs`,
       gatehouse: `${fixed(b.cpuPerRequestUs)} µs`,
       ratio: ratio(b.cpuPerRequestUs / a.cpuPerRequestUs),
-      target: '',
+      target: targets.cpuPerRequest === undefined ? '' : `≤ ${fixed(targets.cpuPerRequest, 2)} ×`,
+      ...(targets.cpuPerRequest === undefined ? {} : { met: b.cpuPerRequestUs / a.cpuPerRequestUs <= targets.cpuPerRequest }),
     },
     {
       scenario,

@@ -22,6 +22,7 @@ import { hotPath } from './scenarios/hot-path.js';
 import { dpopHotPath } from './scenarios/dpop.js';
 import { routesHotPath } from './scenarios/routes.js';
 import { tokenTargetHotPath } from './scenarios/token-target.js';
+import { assertionHotPath } from './scenarios/assertion.js';
 import { manyUsers } from './scenarios/many-users.js';
 import { profile } from './scenarios/profile.js';
 import { refreshStorm } from './scenarios/refresh-storm.js';
@@ -36,6 +37,7 @@ const SCENARIOS: Array<{ key: string; name: string; run: Scenario }> = [
   { key: 'dpop', name: 'DPoP hot path', run: dpopHotPath },
   { key: 'routes', name: '20 routes hot path', run: routesHotPath },
   { key: 'target', name: 'token target hot path', run: tokenTargetHotPath },
+  { key: 'assertion', name: 'identity assertion hot path', run: assertionHotPath },
   { key: 'log', name: 'access log', run: accessLog },
   { key: 'cold', name: 'cold session', run: coldSession },
   { key: 'storm', name: 'refresh storm', run: refreshStorm },

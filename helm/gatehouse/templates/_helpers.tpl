@@ -75,6 +75,31 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 
 {{/* GATEHOUSE_SESSION_KEY, then GATEHOUSE_SESSION_KEY_1, _2, ... */}}
+{{/* The admin token's key in the Secret, or "" when the session API is off (README "Ending sessions"). */}}
+{{- define "gatehouse.adminTokenKey" -}}
+{{- if .Values.existingSecret -}}{{- .Values.existingSecretKeys.adminToken | default "" -}}
+{{- else if .Values.secret.adminToken -}}admin-token
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret's keys of the assertion signing keys (README "Identity assertion"), as JSON; the first signs. */}}
+{{- define "gatehouse.assertionKeyNames" -}}
+{{- if .Values.existingSecret -}}
+{{- toJson (.Values.existingSecretKeys.assertionKeys | default list) -}}
+{{- else -}}
+{{- $names := list -}}
+{{- range $index, $_ := .Values.secret.assertionKeys -}}
+{{- $names = append $names (ternary "assertion-key" (printf "assertion-key-%d" $index) (eq $index 0)) -}}
+{{- end -}}
+{{- toJson $names -}}
+{{- end -}}
+{{- end -}}
+
+{{/* GATEHOUSE_ASSERTION_KEY, then GATEHOUSE_ASSERTION_KEY_1, _2, ... */}}
+{{- define "gatehouse.assertionKeyEnv" -}}
+{{- if eq (int .) 0 -}}GATEHOUSE_ASSERTION_KEY{{- else -}}{{- printf "GATEHOUSE_ASSERTION_KEY_%d" (int .) -}}{{- end -}}
+{{- end -}}
+
 {{- define "gatehouse.sessionKeyEnv" -}}
 {{- if eq (int .) 0 -}}GATEHOUSE_SESSION_KEY{{- else -}}{{- printf "GATEHOUSE_SESSION_KEY_%d" (int .) -}}{{- end -}}
 {{- end -}}
@@ -132,7 +157,7 @@ change. Included by the Deployment and the ConfigMap.
 {{- if not (or (dig "provider" "issuer" "" .Values.config) (and (dig "provider" "authorizationEndpoint" "" .Values.config) (dig "provider" "tokenEndpoint" "" .Values.config))) -}}
 {{- fail "config.provider.issuer is required (or config.provider.authorizationEndpoint and config.provider.tokenEndpoint for a server without discovery)" -}}
 {{- end -}}
-{{- range $key, $why := dict "server.host" "0.0.0.0, where the probes and Services reach it" "server.port" "8080, the container port named http" "admin" "0.0.0.0:9091, the container port named admin" "provider.clientSecret" "${GATEHOUSE_CLIENT_SECRET} from the Secret: give secret.clientSecret or existingSecret" "provider.privateKey" "${GATEHOUSE_PRIVATE_KEY} from the Secret: give secret.privateKey or existingSecret" "session.encryptionKeys" "${GATEHOUSE_SESSION_KEY}... from the Secret: give secret.sessionKeys or existingSecret" -}}
+{{- range $key, $why := dict "server.host" "0.0.0.0, where the probes and Services reach it" "server.port" "8080, the container port named http" "admin" "0.0.0.0:9091, the container port named admin" "provider.clientSecret" "${GATEHOUSE_CLIENT_SECRET} from the Secret: give secret.clientSecret or existingSecret" "provider.privateKey" "${GATEHOUSE_PRIVATE_KEY} from the Secret: give secret.privateKey or existingSecret" "session.encryptionKeys" "${GATEHOUSE_SESSION_KEY}... from the Secret: give secret.sessionKeys or existingSecret" "assertion.signingKeys" "${GATEHOUSE_ASSERTION_KEY}... from the Secret: give secret.assertionKeys or existingSecretKeys.assertionKeys" -}}
 {{- $path := splitList "." $key -}}
 {{- $section := get $.Values.config (first $path) -}}
 {{- if or (and (eq (len $path) 1) (hasKey $.Values.config $key)) (and (eq (len $path) 2) (kindIs "map" $section) (hasKey (default dict $section) (last $path))) -}}
@@ -166,7 +191,18 @@ reference to the environment the Deployment fills from the Secret.
 {{- $_ := set $server "host" "0.0.0.0" -}}
 {{- $_ := set $server "port" 8080 -}}
 {{- $_ := set $config "server" $server -}}
-{{- $_ := set $config "admin" (dict "host" "0.0.0.0" "port" 9091) -}}
+{{- $admin := dict "host" "0.0.0.0" "port" 9091 -}}
+{{- if include "gatehouse.adminTokenKey" . -}}{{- $_ := set $admin "token" "${GATEHOUSE_ADMIN_TOKEN}" -}}{{- end -}}
+{{- $_ := set $config "admin" $admin -}}
+{{- $assertionKeys := list -}}
+{{- range $index, $_ := include "gatehouse.assertionKeyNames" . | fromJsonArray -}}
+{{- $assertionKeys = append $assertionKeys (printf "${%s}" (include "gatehouse.assertionKeyEnv" $index)) -}}
+{{- end -}}
+{{- if $assertionKeys -}}
+{{- $assertion := get $config "assertion" | default dict -}}
+{{- $_ := set $assertion "signingKeys" $assertionKeys -}}
+{{- $_ := set $config "assertion" $assertion -}}
+{{- end -}}
 {{- if not (get $config "upstream") -}}{{- $_ := unset $config "upstream" -}}{{- end -}}
 {{- $provider := get $config "provider" | default dict -}}
 {{- range $key := list "issuer" "authorizationEndpoint" "tokenEndpoint" "userinfoEndpoint" "revocationEndpoint" "endSessionEndpoint" -}}
