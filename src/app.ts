@@ -20,6 +20,8 @@ import { cutStalledClients } from './http/stalled-clients.js';
 import { ClientAddressing, trustFunction } from './http/client-address.js';
 import { allowedOrigins, createCrossSiteRule } from './http/csrf.js';
 import type { GatewayContext } from './context.js';
+import { BearerGate } from './access/bearer.js';
+import { BearerVerifier } from './machine/bearer-verifier.js';
 import { gatewayContextPlugin } from './plugins/gateway-context.js';
 import { requestStatePlugin } from './plugins/request-state.js';
 import { ErrorResponse, GatewayLinks, rawErrorResponse } from './http/error-response.js';
@@ -110,6 +112,19 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   const pages = createPageRenderer(config.pages);
   const links = new GatewayLinks(basePath, config.paths);
   const errorResponse = new ErrorResponse(pages, cookies, links);
+  const bearer = routes.routes.some((route) => route.acceptsBearer)
+    ? new BearerGate(
+        new BearerVerifier({
+          settings: config.machineClients,
+          provider,
+          providerUserIdClaim: config.provider.userIdClaim,
+          timeoutMs: config.provider.timeout * 1000,
+          cacheSize: config.session.cacheSize,
+          clock,
+        }),
+        metrics,
+      )
+    : undefined;
   const context: GatewayContext = {
     config,
     provider,
@@ -137,6 +152,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
     cookies,
     links,
     errorResponse,
+    bearer,
     redirectUri: `${publicUrl}${config.paths.callback}`,
     basePath,
     site,

@@ -15,6 +15,7 @@ import type { RouteTable } from './routing/route-table.js';
 import type { CrossSiteRule } from './http/csrf.js';
 import type { ClientAddressing } from './http/client-address.js';
 import type { ErrorResponse, GatewayLinks } from './http/error-response.js';
+import type { BearerGate } from './access/bearer.js';
 
 /** `server.publicUrl` taken apart once: what the browser sees of the gateway. */
 export interface Site {
@@ -68,5 +69,7 @@ export interface GatewayContext {
   links: GatewayLinks;
   /** The one renderer of error answers, JSON and pages (src/http/error-response.ts). */
   errorResponse: ErrorResponse;
+  /** Machine clients' bearer tokens (README "Machine clients"); undefined when no route accepts `bearer`. */
+  bearer: BearerGate | undefined;
 }
 

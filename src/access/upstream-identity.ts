@@ -6,6 +6,7 @@ import type { DpopKeys } from '../oauth/dpop.js';
 import type { Route } from '../routing/route-table.js';
 import type { TargetToken, TokenRecord } from '../session/store.js';
 import type { Admission } from './admission.js';
+import type { CallerAdmission } from './bearer.js';
 
 /**
  * What the gateway says upstream about one request, whichever way it came
@@ -55,8 +56,10 @@ export function headerKey(name: string): string {
  * that sends another token (one per API, a machine caller's own) decides
  * it here, and the proxy, the WebSocket upgrade and forward-auth follow.
  */
-export function upstreamToken(route: Route, admission: Admission): string {
+export function upstreamToken(route: Route, admission: Admission | CallerAdmission): string {
   if (!route.sendsToken) return '';
+  // A machine client's own token goes upstream unchanged (README "Machine clients"); no target is minted for it.
+  if ('callerToken' in admission) return admission.callerToken;
   // A route with a token target gets its own token, never the sign-in one (README "A token for each API").
   return admission.target === undefined ? admission.tokens.accessToken : admission.target.accessToken;
 }

@@ -178,6 +178,11 @@ export class BearerVerifier {
       }
       answer = await oidc.tokenIntrospection(configuration, token, { token_type_hint: 'access_token' });
     } catch (err) {
+      // The AS's word that it does not introspect tokens of this kind (oidc-provider: a JWT it did not issue): none it vouches for.
+      if ((err as { error?: unknown }).error === 'unsupported_token_type') {
+        this.#remember(hash, null, this.#options.clock.now() + this.#ttlMs);
+        throw invalid(log, 'unsupported_token_type');
+      }
       log.warn({ failure: describeFailure(err) }, 'token introspection failed');
       // Down, not discovered yet, or refusing the gateway's client: the token may be good, the gateway cannot tell.
       throw gatehouseError('GH_ERR_BEARER_UNAVAILABLE', { cause: err });

@@ -33,6 +33,7 @@ export const accessLogPlugin = fp<{ logger: Logger }>(
           ms: Math.round(reply.elapsedTime * 10) / 10,
         };
         if (request.userId !== undefined) line.userId = request.userId;
+        if (request.auth !== undefined) line.auth = request.auth;
         if (request.errorCode !== undefined) line.code = request.errorCode;
         const decided = request.decided;
         if (decided !== undefined) {

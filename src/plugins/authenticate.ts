@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { LRUCache } from 'lru-cache';
 import type { GatewayContext } from '../context.js';
-import { gatehouseError, isGatehouseError } from '../errors.js';
+import { gatehouseError, isGatehouseError, type GatehouseError } from '../errors.js';
 import { requestCheck } from '../http/csrf.js';
 import { isNavigation } from '../http/request-kind.js';
 import { resolveCached, resolveStored, type ResolvedSession } from '../access/resolve.js';
@@ -12,9 +12,13 @@ import type { TokenRecord } from '../session/store.js';
 import type { Route } from '../routing/route-table.js';
 import type { Exchange } from './request-state.js';
 import type { UserSlots } from './user-slots.js';
+import { bearerChallenge, bearerToken, callerForbidden, type CallerAdmission } from '../access/bearer.js';
+import { tokenHash } from '../machine/bearer-verifier.js';
 
 /** The answer to every request without a session on a required route: built once, never thrown (no stack trace per request). */
 const NOT_SIGNED_IN = gatehouseError('GH_ERR_SESSION_REQUIRED');
+/** The answer to a request without a bearer token on a required route that accepts nothing else. */
+const NO_BEARER = gatehouseError('GH_ERR_BEARER_REQUIRED');
 
 /** Methods whose request, without a body, can be sent twice: safe and bodiless (RFC 9110 §9.2.1). */
 const RETRYABLE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
@@ -33,7 +37,7 @@ export type PreHandler = (request: FastifyRequest, reply: FastifyReply, done: (e
  * even right after a replacement (src/plugins/proxy.ts): such a request is not retried again.
  */
 export function createAuthenticate(context: GatewayContext, slots: UserSlots, refusedAfterRetry: LRUCache<string, string>): PreHandler {
-  const { cookies, refresher, targetTokens, dpop, routes, crossSite, clock, errorResponse, links } = context;
+  const { cookies, refresher, targetTokens, dpop, routes, crossSite, clock, errorResponse, links, bearer } = context;
   const isCrossSite = requestCheck(crossSite);
 
   function authenticate(request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void): void {
@@ -41,6 +45,34 @@ export function createAuthenticate(context: GatewayContext, slots: UserSlots, re
     const { route } = exchange;
     if (route.auth !== 'public') {
       const now = clock.now();
+      if (route.acceptsBearer) {
+        // A machine client's own token decides alone: no session, no CSRF rule (README "Machine clients").
+        const token = bearerToken(request.headers.authorization);
+        if (token !== undefined) {
+          const hash = token === '' ? '' : tokenHash(token);
+          const admitted = token === '' ? undefined : bearer!.cached(route, token, hash, now);
+          if (admitted === undefined) {
+            authenticateCaller(request, reply, exchange, token, hash).then((answered) => {
+              if (answered === undefined) exchange.startedAt = process.hrtime.bigint();
+              done();
+            }, done);
+            return;
+          }
+          if (passCaller(request, reply, exchange, admitted) !== undefined) return;
+          exchange.startedAt = process.hrtime.bigint();
+          done();
+          return;
+        }
+        if (!route.acceptsSession) {
+          if (route.auth === 'required') {
+            refuseCaller(request, reply, NO_BEARER);
+            return;
+          }
+          exchange.startedAt = process.hrtime.bigint();
+          done();
+          return;
+        }
+      }
       const resolved = resolveCached(context, request.cookies[cookies.sessionName], now);
       // A route with a token target is decided here only with its token fresh too (README "A token for each API").
       const target = resolved == null || route.target === undefined ? undefined : targetTokens.peek(resolved.tokens, route.target, now);
@@ -72,6 +104,38 @@ export function createAuthenticate(context: GatewayContext, slots: UserSlots, re
     }
     exchange.startedAt = process.hrtime.bigint();
     done();
+  }
+
+  /** A machine client's token the cache could not decide: verified, then admitted or refused. */
+  async function authenticateCaller(request: FastifyRequest, reply: FastifyReply, exchange: Exchange, token: string, hash: string): Promise<FastifyReply | undefined> {
+    let admission: CallerAdmission;
+    try {
+      admission = await bearer!.admit(exchange.route, token, request.log, hash);
+    } catch (err) {
+      if (isGatehouseError(err) && (err.code === 'GH_ERR_BEARER_INVALID' || err.code === 'GH_ERR_BEARER_UNAVAILABLE')) return refuseCaller(request, reply, err);
+      throw err;
+    }
+    return passCaller(request, reply, exchange, admission);
+  }
+
+  /** What goes upstream for an admitted machine client: the 403 when `allow` refuses it, else its identity headers and its own token. */
+  function passCaller(request: FastifyRequest, reply: FastifyReply, exchange: Exchange, admission: CallerAdmission): FastifyReply | undefined {
+    exchange.userKey = admission.userKey;
+    request.userId = admission.user;
+    request.auth = 'bearer';
+    if (admission.verdict === 'forbidden') return refuseCaller(request, reply, callerForbidden(admission));
+    slots.take(request, reply);
+    exchange.identity = admission.identity;
+    exchange.token = upstreamToken(exchange.route, admission);
+    return undefined;
+  }
+
+  /** A machine client's refusal: JSON, with the RFC 6750 challenge on a 401. */
+  function refuseCaller(request: FastifyRequest, reply: FastifyReply, error: GatehouseError): FastifyReply {
+    request.errorCode = error.code;
+    const challenge = bearerChallenge(error);
+    if (challenge !== undefined) reply.header('www-authenticate', challenge);
+    return errorResponse.send(request, reply, error, undefined, 'json');
   }
 
   /** The request's view and its Exchange; throws the 400 or 404 that ends it. */

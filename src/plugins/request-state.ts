@@ -28,6 +28,8 @@ declare module 'fastify' {
     exchange: Exchange | null;
     /** The signed-in user as shown (the `userIdClaim` value), for the access log. */
     userId: string | undefined;
+    /** `bearer` when a machine client's own token admitted the request (README "Machine clients"), for the access log. */
+    auth: 'bearer' | undefined;
   }
 }
 
@@ -40,6 +42,7 @@ export const requestStatePlugin = fp(
   async (fastify) => {
     fastify.decorateRequest('exchange', null);
     fastify.decorateRequest('userId', undefined);
+    fastify.decorateRequest('auth', undefined);
   },
   { name: 'gatehouse-request-state', fastify: '5.x' },
 );

@@ -9,6 +9,7 @@ import { admitFresh, refusedUser, type Admission } from '../access/admission.js'
 import { isRequestView, requestView } from '../access/request-view.js';
 import { UpstreamHeaders, upstreamAssertion, upstreamToken, withAssertion } from '../access/upstream-identity.js';
 import type { Link } from '../http/error-response.js';
+import { bearerChallenge, bearerToken, callerForbidden } from '../access/bearer.js';
 
 /** A pass that asserts nothing: a public route, or an optional one without a user. */
 const NOTHING_ASSERTED: Readonly<Record<string, string>> = Object.freeze({});
@@ -29,7 +30,7 @@ const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
  */
 export async function forwardAuthRoute(fastify: FastifyInstance): Promise<void> {
   const context = fastify.gatehouse;
-  const { config, routes, cookies, crossSite: isCrossSite, errorResponse } = context;
+  const { config, routes, cookies, crossSite: isCrossSite, errorResponse, bearer } = context;
   const { trustedProxies, redirect } = config.forwardAuth;
   if (trustedProxies === undefined) return;
   const proxies = new AddressList(trustedProxies);
@@ -58,6 +59,24 @@ export async function forwardAuthRoute(fastify: FastifyInstance): Promise<void> 
         if (!isRequestView(view)) return refuse(request, reply, view);
         const { route } = view;
         if (route.auth === 'public') return pass(request, reply, NOTHING_ASSERTED);
+        if (route.acceptsBearer) {
+          // The original request's own Authorization, as the proxy passes it on: a machine client's token decides alone.
+          const token = bearerToken(request.headers.authorization);
+          if (token !== undefined) {
+            let admission;
+            try {
+              admission = await bearer!.admit(route, token, request.log);
+            } catch (err) {
+              if (isGatehouseError(err) && (err.code === 'GH_ERR_BEARER_INVALID' || err.code === 'GH_ERR_BEARER_UNAVAILABLE')) return refuse(request, reply, err);
+              throw err;
+            }
+            request.userId = admission.user;
+            request.auth = 'bearer';
+            if (admission.verdict === 'forbidden') return refuse(request, reply, callerForbidden(admission));
+            return pass(request, reply, upstreamHeaders.asserted({ identity: admission.identity, token: upstreamToken(route, admission), proof: '' }));
+          }
+          if (!route.acceptsSession) return route.auth === 'optional' ? pass(request, reply, NOTHING_ASSERTED) : refuse(request, reply, 'GH_ERR_BEARER_REQUIRED');
+        }
         // The CSRF rule applies to every request that would go upstream with a session (README "Routes").
         if (route.auth === 'required' && isCrossSite(original.method, request.headers)) return refuse(request, reply, 'GH_ERR_CSRF_REJECTED');
 
@@ -120,6 +139,8 @@ export async function forwardAuthRoute(fastify: FastifyInstance): Promise<void> 
   function refuse(request: FastifyRequest, reply: FastifyReply, error: ErrorCode | GatehouseError, link?: Link): FastifyReply {
     const refusal = typeof error === 'string' ? gatehouseError(error) : error;
     request.errorCode = refusal.code;
+    const challenge = bearerChallenge(refusal);
+    if (challenge !== undefined) reply.header('www-authenticate', challenge);
     return errorResponse.send(request, reply, refusal, link);
   }
 }

@@ -13,6 +13,7 @@ import { admitFresh, refusedUser, type Admission } from '../access/admission.js'
 import { isRequestView, requestView, type RequestView } from '../access/request-view.js';
 import { ANONYMOUS, UpstreamHeaders, upstreamAssertion, upstreamProof, upstreamToken, upstreamUrl, withAssertion, type UpstreamPass } from '../access/upstream-identity.js';
 import { isUnder } from '../config/route-paths.js';
+import { bearerChallenge, bearerToken, callerForbidden, type CallerAdmission } from '../access/bearer.js';
 import { relay } from './relay.js';
 import type { OpenSockets } from './open-sockets.js';
 
@@ -45,7 +46,7 @@ const WEBSOCKET_KEY = /^[A-Za-z0-9+/]{22}==$/;
  * upstream's status.
  */
 export function proxyWebSockets(server: Server, context: GatewayContext, sockets: OpenSockets, log: FastifyBaseLogger): void {
-  const { routes, cookies, clock, site, dpop, clientAddressing: addressing } = context;
+  const { routes, cookies, clock, site, dpop, clientAddressing: addressing, bearer } = context;
   // ws closes a socket whose peer sends a larger message with 1009 before holding it whole.
   const maxPayload = context.config.limits.websocketMessageBytes;
   const browserSide = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload });
@@ -73,13 +74,17 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
     if (invalid !== undefined) throw gatehouseError('GH_ERR_REQUEST_INVALID', { detail: invalid });
     const view = viewOf(request.url!);
     const { route } = view;
+    const token = route.auth !== 'public' && route.acceptsBearer ? bearerToken(request.headers.authorization) : undefined;
     // Browsers always send Origin on an upgrade: a missing or foreign one is cross-site WebSocket hijacking.
+    // A browser cannot set Authorization on one, so a machine client's token is no such risk (README "Machine clients").
     const origin = request.headers.origin;
-    if (origin === undefined || !site.allowedOrigins.has(origin)) throw gatehouseError('GH_ERR_CSRF_REJECTED');
+    if (token === undefined && (origin === undefined || !site.allowedOrigins.has(origin))) throw gatehouseError('GH_ERR_CSRF_REJECTED');
 
-    const session = route.auth === 'public' ? null : await signedIn(request, view);
+    const caller = token === undefined ? null : await machineCaller(view, token);
+    const session = route.auth === 'public' || caller !== null || !route.acceptsSession ? null : await signedIn(request, view);
+    if (caller === null && session === null && !route.acceptsSession && route.auth === 'required') throw gatehouseError('GH_ERR_BEARER_REQUIRED');
     const target = upstreamUrl(route, view.upstreamPath, view.query);
-    const pass = session === null ? ANONYMOUS : await passFor(view, session, target);
+    const pass = caller !== null ? { identity: caller.identity, token: upstreamToken(route, caller), proof: '' } : session === null ? ANONYMOUS : await passFor(view, session, target);
     const peer = request.socket.remoteAddress ?? '';
     const forwardedFor = addressing.forwardedForPeer(peer, request.headers['x-forwarded-for']);
     // limits.perUserConcurrency sockets per user, as many per client address without a session; counted from here, before
@@ -132,8 +137,8 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
           upstream,
           route,
           hash: session?.resolved.hash,
-          userKey: session?.resolved.session.userId,
-          user: session?.admission.user,
+          userKey: session?.resolved.session.userId ?? caller?.userKey,
+          user: session?.admission.user ?? caller?.user,
           expiresAt: session?.resolved.session.expiresAt,
           openedAt: clock.now(),
         });
@@ -154,6 +159,13 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
     if (!isRequestView(view)) throw view;
     if (!view.route.websocket) throw gatehouseError('GH_ERR_REQUEST_INVALID', { detail: 'this path does not accept WebSocket upgrades' });
     return view;
+  }
+
+  /** A machine client admitted by its own token; throws its 401, 403 or 503. */
+  async function machineCaller(view: RequestView, token: string): Promise<CallerAdmission> {
+    const admission = await bearer!.admit(view.route, token, log);
+    if (admission.verdict === 'forbidden') throw callerForbidden(admission);
+    return admission;
   }
 
   /** The admitted user of a required or optional route; null when an optional route has none. */
@@ -221,5 +233,6 @@ function singleValued(headers: Record<string, string | string[] | undefined>): R
 /** Answers a refused upgrade on the raw socket with the gateway's error answer. */
 function refuse(socket: Duplex, error: GatehouseError): void {
   if (socket.destroyed) return;
-  socket.end(rawErrorResponse(error));
+  const challenge = bearerChallenge(error);
+  socket.end(challenge === undefined ? rawErrorResponse(error) : rawErrorResponse(error).replace('\r\n', `\r\nWWW-Authenticate: ${challenge}\r\n`));
 }
