@@ -216,7 +216,7 @@ t.test('machine clients on bearer routes', async (t) => {
     const none = await ask('/ops/run');
     t.equal(none.status, 401);
     t.equal(none.headers['www-authenticate'], 'Bearer');
-    const line = h.logs.findLast((entry) => entry.msg === 'request completed' && entry.route === 'forward-auth' && entry.status === 200);
+    const line = [...h.logs].reverse().find((entry) => entry.msg === 'request completed' && entry.route === 'forward-auth' && entry.status === 200);
     t.match(line, { auth: 'bearer', userId: userHash('ci-job') });
     t.equal(h.api.seen.length, 0, 'forward-auth never proxies');
   });
