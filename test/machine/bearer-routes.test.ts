@@ -4,7 +4,7 @@ import { SignJWT } from 'jose';
 import { forgetSeen, startRoutesHarness } from '../helpers/routes-harness.js';
 import { signIn } from '../helpers/sign-in.js';
 import { JwtIssuer, b64json } from '../helpers/jwt-issuer.js';
-import { userHash } from '../../src/logger.js';
+import { pseudonymOf } from '../helpers/harness.js';
 import WebSocket from 'ws';
 import { httpSend } from '../helpers/http-request.js';
 import { startWebSocketUpstream } from '../helpers/websocket-upstream.js';
@@ -74,7 +74,7 @@ t.test('machine clients on bearer routes', async (t) => {
     t.equal((await fetch(`${h.url}/api/orders`, { method: 'POST', ...bearer(token, { origin: 'https://evil.example', 'content-type': 'application/json' }), body: '{}' })).status, 200, 'no CSRF rule for a bearer request');
     const line = h.logs.find((entry) => entry.msg === 'request completed' && entry.auth === 'bearer');
     t.ok(line, 'the access log says auth: bearer');
-    t.equal(line?.userId, userHash('system:serviceaccount:reports:nightly'), 'and names the caller by its pseudonym');
+    t.equal(line?.userId, pseudonymOf(h, 'system:serviceaccount:reports:nightly'), 'and names the caller by its pseudonym');
     t.equal((await fetch(`${h.url}/ops/run`, bearer(token))).status, 200, 'allow passes on its claims');
   });
 
@@ -217,7 +217,7 @@ t.test('machine clients on bearer routes', async (t) => {
     t.equal(none.status, 401);
     t.equal(none.headers['www-authenticate'], 'Bearer');
     const line = [...h.logs].reverse().find((entry) => entry.msg === 'request completed' && entry.route === 'forward-auth' && entry.status === 200);
-    t.match(line, { auth: 'bearer', userId: userHash('ci-job') });
+    t.match(line, { auth: 'bearer', userId: pseudonymOf(h, 'ci-job') });
     t.equal(h.api.seen.length, 0, 'forward-auth never proxies');
   });
 
