@@ -63,6 +63,8 @@ export interface GatewayOptions {
   tokenTarget?: boolean;
   /** A route at `ASSERTION_PATH` with an identity assertion (README "Identity assertion"), beside `/` without one. */
   assertion?: boolean;
+  /** A machine-client JWT issuer (its URL; discovery and JWKS there): `/` then accepts `[session, bearer]` (README "Machine clients"). */
+  bearerIssuer?: string;
 }
 
 /** The path of the assertion route (`GatewayOptions.assertion`). */
@@ -238,6 +240,9 @@ ${o.refreshSkew === undefined ? '' : `tokens:\n  refreshSkew: ${o.refreshSkew}\n
 }
 
 function upstreamYaml(o: GatewayOptions & { upstreamUrl: string }): string {
+  if (o.bearerIssuer !== undefined) {
+    return `machineClients:\n  issuers:\n    - {issuer: '${o.bearerIssuer}', audiences: [gatehouse]}\nroutes:\n  - {path: /, upstream: '${o.upstreamUrl}', accept: [session, bearer]}`;
+  }
   if (o.websocketUpstream !== undefined) {
     return `routes:\n  - {path: ${WEBSOCKET_PATH}, upstream: '${o.websocketUpstream}', websocket: true}\n  - {path: /, upstream: '${o.upstreamUrl}'}`;
   }

@@ -23,6 +23,7 @@ import { dpopHotPath } from './scenarios/dpop.js';
 import { routesHotPath } from './scenarios/routes.js';
 import { tokenTargetHotPath } from './scenarios/token-target.js';
 import { assertionHotPath } from './scenarios/assertion.js';
+import { bearerHotPath } from './scenarios/bearer.js';
 import { manyUsers } from './scenarios/many-users.js';
 import { profile } from './scenarios/profile.js';
 import { refreshStorm } from './scenarios/refresh-storm.js';
@@ -38,6 +39,7 @@ const SCENARIOS: Array<{ key: string; name: string; run: Scenario }> = [
   { key: 'routes', name: '20 routes hot path', run: routesHotPath },
   { key: 'target', name: 'token target hot path', run: tokenTargetHotPath },
   { key: 'assertion', name: 'identity assertion hot path', run: assertionHotPath },
+  { key: 'bearer', name: 'machine-client bearer hot path', run: bearerHotPath },
   { key: 'log', name: 'access log', run: accessLog },
   { key: 'cold', name: 'cold session', run: coldSession },
   { key: 'storm', name: 'refresh storm', run: refreshStorm },
