@@ -320,6 +320,12 @@ export const ConfigSchema = Type.Object(
        * filling the gateway's memory. No "no limit".
        */
       websocketMessageBytes: Type.Integer({ minimum: 1, default: 16 * 1024 * 1024, errorMessage: 'must be a whole number of bytes (at least 1)' }),
+      /**
+       * Connections to one upstream origin at once (0 = no cap): a cap is a
+       * pool that stalled clients of a few users can fill, so only for an
+       * upstream that cannot take more.
+       */
+      upstreamConnections: Type.Integer({ minimum: 0, default: 0, errorMessage: 'must be a whole number of connections (0 = no cap)' }),
     }),
     /** Machine clients' own bearer tokens on routes with `accept: [bearer]` (README "Machine clients"). */
     machineClients: section({

@@ -156,7 +156,8 @@ export const proxyPlugin = fp(
       disableRequestLogging: true,
       // Only the matched route's upstream ever receives its token: nothing in a request chooses the host (README "Routes").
       undici: new UpstreamAgent({
-        connections: 128,
+        // No fixed pool by default: stalled clients of a few users would fill it and queue everyone else (README "Limits under abuse").
+        connections: config.limits.upstreamConnections === 0 ? null : config.limits.upstreamConnections,
         pipelining: 1,
         keepAliveTimeout: 60_000,
         // An https upstream must prove who it is.

@@ -46,7 +46,7 @@ t.test('every key not given takes the default of README "Configuration"', async 
     forwardAuth: { redirect: false, only: false },
     csrf: { allowedOrigins: [] },
     pages: { productName: 'gatehouse' },
-    limits: { perUserConcurrency: 64, websocketMessageBytes: 16 * 1024 * 1024 },
+    limits: { perUserConcurrency: 64, websocketMessageBytes: 16 * 1024 * 1024, upstreamConnections: 0 },
     machineClients: { issuers: [], introspection: false, cacheTtl: 60 },
     rateLimit: { max: 60, window: 60 },
     assertion: { lifetime: 300 },
@@ -94,4 +94,11 @@ t.test('limits.websocketMessageBytes: a whole number of bytes, at least 1 (there
   }
   const given = loadConfig({ provider: { issuer: 'https://idp.example.com', clientId: 'gatehouse', clientSecret: 's' }, limits: { websocketMessageBytes: 65536 } }, { GATEHOUSE_SESSION_KEY: KEY });
   t.equal(given.limits.websocketMessageBytes, 65536);
+});
+
+t.test('limits.upstreamConnections: 0 (no cap) or a whole number of connections', async (t) => {
+  for (const value of [-1, 1.5, 'many']) {
+    const problems = problemsOf({ limits: { upstreamConnections: value } });
+    t.ok(problems.some((line) => line.startsWith('limits.upstreamConnections: must be a whole number of connections')), `${value}: ${problems.join('\n')}`);
+  }
 });
