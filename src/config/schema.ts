@@ -17,6 +17,16 @@ const duration = (defaultValue: string) =>
     .Decode(parseDuration)
     .Encode(formatDuration);
 
+/** A duration without a default: absent unless given. */
+const optionalDuration = () =>
+  Type.Transform(
+    Type.Union([Type.Integer({ minimum: 0 }), Type.String({ pattern: DURATION_PATTERN })], {
+      errorMessage: 'must be a duration: seconds, or a number with a unit such as 90s, 30m, 24h, 7d',
+    }),
+  )
+    .Decode(parseDuration)
+    .Encode(formatDuration);
+
 const text = (defaultValue?: string) =>
   Type.String({ minLength: 1, errorMessage: 'must be a non-empty string', ...(defaultValue === undefined ? {} : { default: defaultValue }) });
 
@@ -46,6 +56,9 @@ export const LOGO_MAX_BYTES = 64 * 1024;
 
 const section = <T extends Parameters<typeof Type.Object>[0]>(properties: T) =>
   Type.Object(properties, { additionalProperties: false, default: {}, errorMessage: 'must be a mapping of keys' });
+
+/** An `acr` value: printable ASCII without space, `"` or `\`, so it fits a space-separated `acr_values` and a quoted header value. */
+export const ACR_PATTERN = '^[\\x21\\x23-\\x5B\\x5D-\\x7E]+$';
 
 const HEADER_NAME = "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$";
 
@@ -120,6 +133,27 @@ const RouteSchema = Type.Object(
           ),
         },
         { additionalProperties: false, errorMessage: 'must be a mapping with emailDomains, allowUnverifiedEmail and/or claims' },
+      ),
+    ),
+    /**
+     * Step-up (README "Step-up"): the sign-in behind a session must have one
+     * of `acr` and/or be at most `maxAge` old, else it is asked for again.
+     */
+    stepUp: Type.Optional(
+      Type.Object(
+        {
+          /** Acceptable `acr` values, in order of preference (sent as `acr_values`). */
+          acr: Type.Optional(
+            Type.Array(Type.String({ pattern: ACR_PATTERN, maxLength: 256, errorMessage: 'must be an acr value (no spaces or quotes)' }), {
+              minItems: 1,
+              maxItems: 10,
+              errorMessage: 'must be a list of 1 to 10 acr values such as [urn:example:mfa]',
+            }),
+          ),
+          /** The sign-in (`auth_time`) may be at most this old (sent as `max_age`, with `prompt=login`). */
+          maxAge: Type.Optional(optionalDuration()),
+        },
+        { additionalProperties: false, errorMessage: 'must be a mapping with acr and/or maxAge' },
       ),
     ),
     websocket: Type.Boolean({ default: false, errorMessage: 'must be true or false' }),

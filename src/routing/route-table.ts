@@ -4,6 +4,7 @@ import { isUnder, normalRoutePath } from '../config/route-paths.js';
 import { compileTokenTargets, type TokenTarget } from '../config/token-targets.js';
 import { LRUCache } from 'lru-cache';
 import type { CachedAssertion, RouteAssertion } from '../assertion/identity-assertions.js';
+import type { StepUpRequirement } from '../oauth/step-up.js';
 
 export type RouteAuth = 'required' | 'optional' | 'public';
 
@@ -36,6 +37,8 @@ export interface Route {
   headers: readonly IdentityHeader[];
   /** Who may pass once signed in; undefined lets every signed-in user pass. */
   allow: Allow | undefined;
+  /** What the sign-in behind a session must have been (README "Step-up"); undefined: any sign-in passes. */
+  stepUp: StepUpRequirement | undefined;
   websocket: boolean;
   /** Whether a browser session admits a request (`accept` holds `session`). */
   acceptsSession: boolean;
@@ -112,6 +115,7 @@ function compileRoute(entry: RouteConfig, label: string | undefined, target: Tok
     onUnauthenticated: entry.onUnauthenticated,
     headers: Object.entries(entry.headers).map(([name, claim]) => ({ name: name.toLowerCase(), claim })),
     allow: entry.allow === undefined ? undefined : compileAllow(entry.allow),
+    stepUp: entry.stepUp === undefined ? undefined : Object.freeze({ ...entry.stepUp }),
     websocket: entry.websocket,
     acceptsSession: entry.accept.includes('session'),
     acceptsBearer: entry.accept.includes('bearer'),

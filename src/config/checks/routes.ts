@@ -56,6 +56,7 @@ export const ROUTE_RULES: readonly Rule[] = [
         if (route.allow !== undefined && route.auth !== 'required') {
           problems.push(`${key}.allow: only on a route with auth: required (it has auth: ${route.auth})`);
         }
+        if (route.stepUp !== undefined) problems.push(...stepUpProblems(route, key));
         route.allow?.emailDomains?.forEach((domain, at) => {
           if (!EMAIL_DOMAIN.test(domain)) problems.push(`${key}.allow.emailDomains[${at}]: must be a domain such as example.com (no @, scheme, wildcard or port), got "${domain}"`);
         });
@@ -64,6 +65,16 @@ export const ROUTE_RULES: readonly Rule[] = [
         }
         return problems;
       });
+    },
+  },
+  {
+    reads: ['provider.issuer', 'provider.scopes'],
+    check({ routes = [], provider }) {
+      // acr and auth_time are claims of a validated ID token: a plain OAuth 2.0 server, or no openid scope, gives none.
+      if (provider.issuer !== undefined && provider.scopes.includes('openid')) return [];
+      return routes.flatMap((route, index) =>
+        route.stepUp === undefined ? [] : [`routes[${index}].stepUp: needs an OpenID provider (provider.issuer and the openid scope): acr and auth_time come from its ID token`],
+      );
     },
   },
   {
@@ -108,4 +119,19 @@ export function routeWarnings({ routes = [], forwardAuth }: Config): string[] {
     }
     return warnings;
   });
+}
+
+/**
+ * `stepUp` guards a route only where every request needs a session: on an
+ * optional route a request without one passes anyway, so asking a signed-in
+ * user for more would guard nothing (README "Step-up").
+ */
+function stepUpProblems(route: NonNullable<Config['routes']>[number], key: string): string[] {
+  const { stepUp, auth } = route;
+  if (stepUp === undefined) return [];
+  const problems: string[] = [];
+  if (auth !== 'required') problems.push(`${key}.stepUp: only on a route with auth: required (it has auth: ${auth}; without a session the request would pass anyway)`);
+  if (stepUp.acr === undefined && stepUp.maxAge === undefined) problems.push(`${key}.stepUp: give acr (acceptable acr values) and/or maxAge (how old the sign-in may be)`);
+  if (stepUp.maxAge === 0) problems.push(`${key}.stepUp.maxAge: must be greater than 0 (a sign-in is never younger than 0 seconds)`);
+  return problems;
 }
