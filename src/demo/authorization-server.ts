@@ -5,6 +5,7 @@ import { escapeHtml } from '../http/page-template.js';
 
 import Provider, {
   errors,
+  interactionPolicy,
   type Account,
   type AdapterFactory,
   type ClientMetadata,
@@ -125,6 +126,31 @@ export interface AuthorizationServerOptions {
   tokenExchange?: Readonly<Record<string, DemoExchangeTarget>>;
   /** Scopes the server knows besides openid, profile, email and offline_access (granted to every client that asks). */
   extraScopes?: readonly string[];
+  /**
+   * Two sign-in strengths, for step-up (README "Step-up"): the server
+   * advertises both `acr` values, its login form asks for a one-time code
+   * besides the password (any code counts), and the ID token's `acr` is
+   * `secondFactor` when one was given, else `password` (always present: both
+   * are the clients' default `acr_values`). A request whose `acr_values` the
+   * session's sign-in does not meet shows the login form again, once; what
+   * the user then gives stands (acr_values are voluntary).
+   */
+  signInLevels?: SignInLevels;
+}
+
+/** The `acr` values of {@link AuthorizationServerOptions.signInLevels}. */
+export interface SignInLevels {
+  password: string;
+  secondFactor: string;
+  /**
+   * An authorization server that ignores step-up requests: `acr_values`,
+   * `max_age` and `prompt` are dropped from plain (not pushed) authorization
+   * requests, so an existing session signs the user in again at once, as
+   * strong and as old as it was.
+   */
+  ignoreStepUp?: boolean;
+  /** Put `auth_time` in every ID token (`require_auth_time`), not only when `max_age` was asked for. */
+  alwaysAuthTime?: boolean;
 }
 
 /** Successful token endpoint grants by type, and failed refreshes. */
@@ -184,6 +210,7 @@ export async function startAuthorizationServer(opts: AuthorizationServerOptions)
   try {
     const provider = new Provider(issuer, buildConfiguration(opts, introspection));
     if (opts.issuer !== undefined) pinOriginToIssuer(provider, issuer);
+    if (opts.signInLevels !== undefined) useSignInLevels(provider, opts.signInLevels);
     if (opts.tokenExchange !== undefined) registerTokenExchange(provider, opts.tokenExchange);
     const { grants, refreshesOf } = countGrants(provider);
     server.on('request', provider.callback());
@@ -206,7 +233,15 @@ function buildConfiguration(
   const accessTokenTtl = opts.accessTokenTtl ?? 60;
   return {
     adapter: opts.adapter,
-    clients: [...opts.clients.map(clientMetadata), resourceServerMetadata(introspection), ...(opts.machineClients ?? []).map(machineClientMetadata)],
+    clients: [
+      ...opts.clients.map((client) => ({
+        ...clientMetadata(client),
+        ...(opts.signInLevels === undefined ? {} : { default_acr_values: [opts.signInLevels.password, opts.signInLevels.secondFactor] }),
+        ...(opts.signInLevels?.alwaysAuthTime ? { require_auth_time: true } : {}),
+      })),
+      resourceServerMetadata(introspection),
+      ...(opts.machineClients ?? []).map(machineClientMetadata),
+    ],
     jwks: { keys: [generateSigningKey()] },
     cookies: { keys: [randomBytes(32).toString('base64url')] },
     scopes,
@@ -219,6 +254,12 @@ function buildConfiguration(
     renderError,
     loadExistingGrant: (ctx) => grantDemoScopes(ctx, scopes),
     issueRefreshToken: (_ctx, client) => issueRefreshTokens && client.grantTypeAllowed('refresh_token'),
+    ...(opts.signInLevels === undefined
+      ? {}
+      : {
+          acrValues: [opts.signInLevels.password, opts.signInLevels.secondFactor],
+          interactions: { policy: stepUpPolicy(opts.signInLevels) } as Configuration['interactions'],
+        }),
     // oidc-provider consumes a rotated refresh token before it checks the `resource`: a refresh for a
     // resource it then refuses would leave the client without a live refresh token. Such a request is
     // not rotated, as an AS that checks first would behave.
@@ -278,6 +319,86 @@ function buildConfiguration(
 
 function refusesTokensFor(servers: AuthorizationServerOptions['resourceServers'], resource: unknown): boolean {
   return typeof resource === 'string' && servers?.[resource]?.refuseTokens === true;
+}
+
+/**
+ * oidc-provider's default interaction policy, plus: a login is asked for
+ * again when the request's `acr_values` do not include the session's `acr`
+ * (oidc-provider itself only insists on an essential `acr` claim).
+ */
+function stepUpPolicy(levels: SignInLevels): ReturnType<typeof interactionPolicy.base> {
+  const policy = interactionPolicy.base();
+  if (levels.ignoreStepUp) return policy;
+  policy.get('login')!.checks.add(
+    new interactionPolicy.Check('acr_values_not_met', 'the requested authentication context class is not met', (ctx) => {
+      const requested = ctx.oidc.params?.acr_values;
+      // Asked once: acr_values are voluntary (OpenID Connect Core §3.1.2.1), so what the user then gives stands.
+      if (typeof requested !== 'string' || ctx.oidc.session?.accountId === undefined || ctx.oidc.result?.login !== undefined) {
+        return interactionPolicy.Check.NO_NEED_TO_PROMPT;
+      }
+      return requested.split(' ').includes(ctx.oidc.session.acr ?? '') ? interactionPolicy.Check.NO_NEED_TO_PROMPT : interactionPolicy.Check.REQUEST_PROMPT;
+    }),
+  );
+  return policy;
+}
+
+const INTERACTION = /^\/interaction\/([A-Za-z0-9_-]+)(\/login)?$/;
+const STEP_UP_PARAMETERS = ['acr_values', 'max_age', 'prompt'];
+
+/**
+ * The login form of {@link SignInLevels}: login, password and an optional
+ * one-time code, served in place of oidc-provider's development form (same
+ * paths and field names, so a test's form filler drives both).
+ */
+function useSignInLevels(provider: Provider, levels: SignInLevels): void {
+  provider.use(async (ctx, next) => {
+    if (levels.ignoreStepUp && ctx.method === 'GET' && ctx.path === '/auth') {
+      const query = new URLSearchParams(ctx.querystring);
+      for (const name of STEP_UP_PARAMETERS) query.delete(name);
+      ctx.querystring = query.toString();
+    }
+    const interaction = INTERACTION.exec(ctx.path);
+    if (interaction === null) return next();
+    if (ctx.method === 'GET' && interaction[2] === undefined) {
+      const details = await provider.interactionDetails(ctx.req, ctx.res);
+      ctx.type = 'html';
+      ctx.set('cache-control', 'no-store');
+      ctx.body = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Sign-in</title></head>
+<body>
+<h1>Sign-in</h1>
+<form autocomplete="off" method="post" action="/interaction/${escapeHtml(details.uid)}/login">
+<input type="hidden" name="prompt" value="login">
+<label>Login <input required type="text" name="login" autofocus></label>
+<label>Password <input required type="password" name="password"></label>
+<label>One-time code (optional) <input type="text" name="otp"></label>
+<button type="submit">Sign-in</button>
+</form>
+</body></html>`;
+      return undefined;
+    }
+    if (ctx.method === 'POST' && interaction[2] !== undefined) {
+      const body = new URLSearchParams(await readBody(ctx.req));
+      const accountId = body.get('login') ?? '';
+      const secondFactor = (body.get('otp') ?? '').length > 0;
+      const returnTo = await provider.interactionResult(
+        ctx.req,
+        ctx.res,
+        { login: { accountId, acr: secondFactor ? levels.secondFactor : levels.password, amr: secondFactor ? ['pwd', 'otp'] : ['pwd'] } },
+        { mergeWithLastSubmission: false },
+      );
+      ctx.status = 303;
+      ctx.redirect(returnTo);
+      return undefined;
+    }
+    return next();
+  });
+}
+
+async function readBody(stream: AsyncIterable<Buffer>): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(chunk);
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 function clientMetadata(client: DemoClient): ClientMetadata {

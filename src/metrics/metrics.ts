@@ -8,7 +8,7 @@ export type RouteClass = 'login' | 'callback' | 'logout' | 'session' | 'forward-
 
 /** The route classes every gateway has. */
 export const GATEWAY_ROUTE_CLASSES: readonly RouteClass[] = ['login', 'callback', 'logout', 'session'];
-const LOGIN_RESULTS = ['ok', 'denied', 'invalid_state', 'provider_unavailable', 'no_user_id', 'rejected'];
+const LOGIN_RESULTS = ['ok', 'denied', 'invalid_state', 'provider_unavailable', 'no_user_id', 'rejected', 'step_up_not_met'];
 const REFRESH_RESULTS = ['ok', 'failed', 'joined'];
 
 /** Results of `gatehouse_bearer_requests_total` (README "Machine clients"). */

@@ -1,6 +1,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { Sealer } from '../session/seal.js';
 import { systemClock, type Clock } from '../clock.js';
+import type { StepUpRequirement } from './step-up.js';
 
 /** A sign-in started by this browser and not yet completed. */
 export interface PendingLogin {
@@ -8,6 +9,13 @@ export interface PendingLogin {
   codeVerifier: string;
   nonce?: string;
   returnTo: string;
+  /**
+   * The step-up this sign-in asked for (README "Step-up"). Kept here, sealed,
+   * not read back from the URL: the callback verifies the ID token against
+   * it, so a requirement stripped from the authorization request fails
+   * instead of passing as a plain sign-in.
+   */
+  stepUp?: StepUpRequirement;
   /** ms since the epoch */
   createdAt: number;
 }

@@ -12,6 +12,7 @@ import { userLock } from '../session/keys.js';
 import { sha256Base64url } from '../hash.js';
 import { traceAsCall } from '../tracing/tracing.js';
 import { escapeHtml } from '../http/page-template.js';
+import { meetsStepUp, stepUpQuery, type SignInStrength } from '../oauth/step-up.js';
 
 /** A user's sessions beyond this many (oldest first) are ended at the next login. */
 const MAX_SESSIONS_PER_USER = 50;
@@ -24,7 +25,11 @@ type CallbackQuery = Record<string, string | string[] | undefined>;
  * a pending login of this browser and is accepted once (on every replica,
  * through the store); then code exchange with the PKCE verifier, ID token
  * validation (nonce, and `iss` per RFC 9207 when advertised) by openid-client,
- * a new session, and the browser is sent to its returnTo.
+ * a new session, and the browser is sent to its returnTo. A step-up sign-in
+ * (README "Step-up") must also have met the requirement its pending login
+ * recorded: `auth_time` within `max_age` (openid-client's check, then the
+ * gateway's own without tolerance) and `acr` one of `acr_values`; else 403
+ * and no session, whatever the authorization request ended up asking for.
  */
 export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
   const { config, provider, pendingLogins, cookies, store, metrics, redirectUri, clock, dpop, errorResponse, links, sessionHandles } = fastify.gatehouse;
@@ -57,6 +62,13 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
     // A new key pair for every sign-in (RFC 9449 §5): the new token record replaces the old one, key included.
     const dpopKey = dpop ? await dpop.generate() : undefined;
     const response = await exchangeCode(request, pending, dpopKey?.handle);
+    const strength = response === undefined ? {} : signInStrength(response.tokens);
+    if (response === undefined || (pending.stepUp !== undefined && !meetsStepUp(pending.stepUp, strength, clock.now()))) {
+      metrics.logins.inc({ result: 'step_up_not_met' });
+      request.log.info({ acr: strength.acr?.slice(0, 128), authTime: strength.authTime }, 'step-up not met');
+      const retry = `${loginHref}?returnTo=${encodeURIComponent(pending.returnTo)}${stepUpQuery(pending.stepUp ?? {})}`;
+      return sendError(request, reply, gatehouseError('GH_ERR_STEP_UP_NOT_MET'), { href: retry, text: 'Sign in again' });
+    }
     // The token type is checked before the token is used for anything (userinfo included).
     const issued = readIssued(request, response);
     const identity = await identifyUser(request, response, dpopKey?.handle);
@@ -76,7 +88,19 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
         { userId: identity.userId, user: identity.user, ...issued, claims: identity.claims, sessions: { ...sessions, [hash]: expiresAt }, ...(dpopKey ? { dpopKey: dpopKey.key } : {}) },
         now,
       );
-      await store.saveSession(hash, { userId: identity.userId, expiresAt, seenAt: now, createdAt: now, ...(logoutIds.sid === undefined ? {} : { sid: logoutIds.sid }) }, now);
+      await store.saveSession(
+        hash,
+        {
+          userId: identity.userId,
+          expiresAt,
+          seenAt: now,
+          createdAt: now,
+          ...(logoutIds.sid === undefined ? {} : { sid: logoutIds.sid }),
+          ...(strength.acr === undefined ? {} : { acr: strength.acr }),
+          ...(strength.authTime === undefined ? {} : { authTime: strength.authTime }),
+        },
+        now,
+      );
       await Promise.all(evicted.map((old) => store.deleteSession(old)));
     });
     await saveLogoutLinks(identity.userId, logoutIds, ttlMs);
@@ -94,7 +118,7 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
    * The ID token's `sid` and `sub`, by which a back-channel logout token names
    * the sessions to end (OpenID Connect Back-Channel Logout 1.0 §2.4).
    */
-  function backchannelLogoutIds(tokens: Awaited<ReturnType<typeof exchangeCode>>['tokens']): { sid?: string; sub?: string } {
+  function backchannelLogoutIds(tokens: NonNullable<Awaited<ReturnType<typeof exchangeCode>>>['tokens']): { sid?: string; sub?: string } {
     const claims = provider.isOpenIdProvider && tokens.id_token !== undefined ? tokens.claims() : undefined;
     return {
       ...(typeof claims?.sid === 'string' && claims.sid.length > 0 ? { sid: claims.sid } : {}),
@@ -122,13 +146,22 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
     ]);
   }
 
+  /** The validated ID token's `acr` and `auth_time`: how the user signed in (OpenID Connect Core §2). */
+  function signInStrength(tokens: NonNullable<Awaited<ReturnType<typeof exchangeCode>>>['tokens']): SignInStrength {
+    const claims = provider.isOpenIdProvider && tokens.id_token !== undefined ? tokens.claims() : undefined;
+    return {
+      ...(typeof claims?.acr === 'string' ? { acr: claims.acr } : {}),
+      ...(typeof claims?.auth_time === 'number' && Number.isFinite(claims.auth_time) ? { authTime: claims.auth_time } : {}),
+    };
+  }
+
   async function claimState(state: string): Promise<boolean> {
     const key = `state:${sha256Base64url(state)}`;
     return store.claimOnce(key, PENDING_LOGIN_TTL_MS);
   }
 
   /** The token response's tokens, or GH_ERR_PROVIDER_UNAVAILABLE (503) when its token type is not the one this mode uses. */
-  function readIssued(request: FastifyRequest, response: Awaited<ReturnType<typeof exchangeCode>>) {
+  function readIssued(request: FastifyRequest, response: NonNullable<Awaited<ReturnType<typeof exchangeCode>>>) {
     try {
       return readTokenResponse(response.tokens, response.sentAt, config.tokens.defaultLifetime, dpop ? 'dpop' : 'bearer');
     } catch (err) {
@@ -138,7 +171,9 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
     }
   }
 
+  /** The token response; undefined when openid-client refused the ID token's `auth_time` against the step-up's `max_age`. */
   async function exchangeCode(request: FastifyRequest, pending: PendingLogin, dpopHandle: oidc.DPoPHandle | undefined) {
+    const maxAge = provider.isOpenIdProvider ? pending.stepUp?.maxAge : undefined;
     const configuration = provider.configuration;
     const currentUrl = new URL(redirectUri);
     currentUrl.search = request.url.slice(request.url.indexOf('?'));
@@ -154,6 +189,8 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
             // Without an issuer the ID token is ignored, so there is no nonce to check in it.
             expectedNonce: provider.isOpenIdProvider ? pending.nonce : undefined,
             idTokenExpected: expectIdToken,
+            // OpenID Connect Core §3.1.2.1: with max_age asked, auth_time must be present and recent enough.
+            ...(maxAge === undefined ? {} : { maxAge }),
           },
           undefined,
           dpopHandle ? { DPoP: dpopHandle } : undefined,
@@ -161,11 +198,12 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
       );
       return { tokens, sentAt };
     } catch (err) {
+      if (maxAge !== undefined && isAuthTimeRefusal(err)) return undefined;
       throw loginFailure(request, err, 'code exchange failed');
     }
   }
 
-  async function identifyUser(request: FastifyRequest, response: Awaited<ReturnType<typeof exchangeCode>>, dpopHandle: oidc.DPoPHandle | undefined) {
+  async function identifyUser(request: FastifyRequest, response: NonNullable<Awaited<ReturnType<typeof exchangeCode>>>, dpopHandle: oidc.DPoPHandle | undefined) {
     let identity;
     try {
       identity = await identify(provider, response.tokens, config.provider.userIdClaim, dpopHandle);
@@ -209,6 +247,25 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
       .type('text/html; charset=utf-8')
       .send(page);
   }
+}
+
+/**
+ * Whether openid-client refused the ID token over `auth_time` with `maxAge`
+ * given: too old (a timestamp check naming the claim) or missing (an invalid
+ * response whose claims lack it). Read from the error's structure, never its text.
+ */
+/** Claims openid-client requires of every ID token, checked before `auth_time`. */
+const ALWAYS_REQUIRED = ['aud', 'exp', 'iat', 'iss', 'sub'];
+
+function isAuthTimeRefusal(err: unknown): boolean {
+  for (let current = err, depth = 0; current instanceof Error && depth < 4; current = current.cause, depth += 1) {
+    const { code, cause } = current as Error & { code?: unknown; cause?: { claim?: unknown; claims?: Record<string, unknown> } };
+    if (code === 'OAUTH_JWT_TIMESTAMP_CHECK_FAILED' && cause?.claim === 'auth_time') return true;
+    if (code === 'OAUTH_INVALID_RESPONSE' && cause?.claims !== undefined && cause.claims.auth_time === undefined && ALWAYS_REQUIRED.every((claim) => cause.claims![claim] !== undefined)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 function liveSessions(sessions: Record<string, number>, now: number): Record<string, number> {

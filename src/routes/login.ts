@@ -6,6 +6,8 @@ import { originalRequest } from '../http/original-request.js';
 import type { PendingLogin } from '../oauth/pending-login.js';
 import { authorizationUrl as buildAuthorizationUrl, pushesAuthorization } from '../oauth/pushed-authorization.js';
 import { signInAsks } from '../config/token-targets.js';
+import { combineStepUp, parseStepUp, stepUpParameters, type StepUpRequirement } from '../oauth/step-up.js';
+import { gatehouseError } from '../errors.js';
 
 /**
  * GET /login: starts the authorization code flow with state, PKCE S256 and,
@@ -13,6 +15,10 @@ import { signInAsks } from '../config/token-targets.js';
  * browser through the sealed login cookie. With PAR (RFC 9126, README
  * "Client authentication and sender-constrained tokens") the parameters are
  * pushed first and the redirect carries only `client_id` and `request_uri`.
+ * A step-up (README "Step-up") adds `acr_values`, `max_age` and `prompt`:
+ * what the route of `returnTo` asks for, combined with `acr_values` and
+ * `max_age` given in the query (an upstream's RFC 9470 challenge), and the
+ * pending login keeps it for the callback to verify.
  */
 export async function loginRoute(fastify: FastifyInstance): Promise<void> {
   const { config, provider, pendingLogins, cookies, redirectUri, basePath, routes, clock } = fastify.gatehouse;
@@ -28,11 +34,14 @@ export async function loginRoute(fastify: FastifyInstance): Promise<void> {
   fastify.get<{ Querystring: Record<string, unknown> }>(config.paths.login, { config: { routeClass: 'login' } }, async (request, reply) => {
     const configuration = provider.configuration;
     const requested = safeReturnTo(request.query.returnTo ?? proxiedReturnTo(request));
+    const returnTo = requested === '/' ? defaultReturnTo : requested;
+    const stepUp = stepUpOf(request.query, returnTo);
     const pending: PendingLogin = {
       state: oidc.randomState(),
       codeVerifier: oidc.randomPKCECodeVerifier(),
       nonce: wantsNonce ? oidc.randomNonce() : undefined,
-      returnTo: requested === '/' ? defaultReturnTo : requested,
+      returnTo,
+      ...(stepUp === undefined ? {} : { stepUp }),
       createdAt: clock.now(),
     };
     const parameters = new URLSearchParams({
@@ -45,12 +54,31 @@ export async function loginRoute(fastify: FastifyInstance): Promise<void> {
     if (pending.nonce !== undefined) parameters.set('nonce', pending.nonce);
     // RFC 8707 §2.1: one `resource` parameter per resource.
     for (const resource of resources) parameters.append('resource', resource);
+    if (stepUp !== undefined) for (const [name, value] of Object.entries(stepUpParameters(stepUp))) parameters.set(name, value);
     const authorizationUrl = await buildAuthorizationUrl(configuration, parameters, pushesAuthorization(pushMode, configuration), request.log);
 
     const earlier = pendingLogins.read(request.cookies[cookies.loginName]);
     cookies.setLogin(reply, pendingLogins.write([...earlier, pending], defaultReturnTo));
     return reply.header('cache-control', 'no-store').redirect(authorizationUrl.href, 302);
   });
+
+  /**
+   * The step-up this sign-in asks for: the one of the route `returnTo` leads
+   * to (so a browser sent to sign in on its way to a guarded page signs in
+   * once, strongly enough), with `acr_values`/`max_age` from the query on
+   * top. Matching `returnTo` here only spares a second sign-in; admission
+   * checks every request of the session against its route whatever this found.
+   */
+  function stepUpOf(query: Record<string, unknown>, returnTo: string): StepUpRequirement | undefined {
+    const given = parseStepUp(query.acr_values, query.max_age);
+    if (given === 'invalid') {
+      throw gatehouseError('GH_ERR_REQUEST_INVALID', { detail: 'acr_values must be up to 10 acr values separated by spaces, max_age a whole number of seconds' });
+    }
+    let path = returnTo.startsWith(`${basePath}/`) ? returnTo.slice(basePath.length) : returnTo;
+    const queryStart = path.indexOf('?');
+    if (queryStart >= 0) path = path.slice(0, queryStart);
+    return combineStepUp(routes.match(path)?.stepUp, given);
+  }
 
   /**
    * Without `returnTo`, from a forward-auth proxy: the original URL it names.

@@ -31,6 +31,14 @@ export interface SessionRecord {
   seenAt?: number;
   /** When the sign-in created it, ms since the epoch (absent in sessions from before it was kept). */
   createdAt?: number;
+  /**
+   * The validated ID token's `acr` and `auth_time` (seconds) of the sign-in
+   * that created this session: what a route's step-up reads (README
+   * "Step-up"). Per session, not in the user's shared token record: a
+   * stronger sign-in in one browser does not strengthen the user's others.
+   */
+  acr?: string;
+  authTime?: number;
 }
 
 /** Everything the gateway holds for one user; shared by all of the user's sessions. */

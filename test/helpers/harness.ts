@@ -59,6 +59,8 @@ export interface HarnessOptions {
   tokenExchange?: AuthorizationServerOptions['tokenExchange'];
   /** Scopes the AS knows besides the demo's own. */
   extraScopes?: AuthorizationServerOptions['extraScopes'];
+  /** Two sign-in strengths at the AS (`acr` with and without a one-time code), for step-up tests. */
+  signInLevels?: AuthorizationServerOptions['signInLevels'];
 }
 
 /** A real AS (behind a switchable proxy), a real upstream and a gateway, all on loopback. */
@@ -127,6 +129,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     dpop: options.dpopSupported ?? true,
     extraClaims: options.extraClaims,
     ...(options.machineClients === undefined ? {} : { machineClients: options.machineClients, introspectors: [CLIENT_ID] }),
+    signInLevels: options.signInLevels,
   });
   asProxy.target = as.listenUrl;
   const upstream = await startUpstream({

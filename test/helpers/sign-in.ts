@@ -86,6 +86,7 @@ export async function approveAtAuthorizationServer(
   user: string,
   jar = new CookieJar(),
   redirectUri = authorizationUrl.searchParams.get('redirect_uri'),
+  secondFactor = false,
 ): Promise<URL> {
   if (redirectUri === null) throw new Error('the authorization URL has no redirect_uri');
   let url = authorizationUrl;
@@ -100,7 +101,8 @@ export async function approveAtAuthorizationServer(
       url = loginFormAction(body, url, response.status);
       response = await jar.fetch(url, {
         method: 'POST',
-        body: new URLSearchParams({ prompt: 'login', login: user, password: 'any' }),
+        // `otp`: the one-time code of an AS started with signInLevels (a stronger acr); oidc-provider's own form ignores it.
+        body: new URLSearchParams({ prompt: 'login', login: user, password: 'any', ...(secondFactor ? { otp: '123456' } : {}) }),
       });
     }
   }
@@ -122,4 +124,44 @@ function isRedirect(response: Response): boolean {
 function isAt(url: URL, redirectUri: string): boolean {
   const expected = new URL(redirectUri);
   return url.origin === expected.origin && url.pathname === expected.pathname;
+}
+
+/** What a sign-in from a given login URL ended with (see {@link signInAt}). */
+export interface SignInOutcome {
+  /** The callback's answer. */
+  callback: { status: number; location: string; body: string };
+  /** `name=value` of the session cookie the callback set, if it set one. */
+  cookie: string | undefined;
+  /** The authorization URL the gateway sent the browser to. */
+  authorizationUrl: URL;
+}
+
+/**
+ * Signs in from a login URL the gateway gave (a step-up redirect's Location,
+ * a `stepUp` link), with the gateway cookies of `jar` (the browser's), at an
+ * AS whose own cookies are `authorizationServerJar`. Never throws over the
+ * outcome: a refused callback is returned as it is.
+ * @example const { callback, cookie } = await signInAt(`${h.url}/login?returnTo=%2Fadmin&max_age=5`, { secondFactor: true });
+ */
+export async function signInAt(
+  loginUrl: URL | string,
+  opts: { user?: string; secondFactor?: boolean; jar?: CookieJar; authorizationServerJar?: CookieJar; cookieName?: string } = {},
+): Promise<SignInOutcome> {
+  const jar = opts.jar ?? new CookieJar();
+  const login = await jar.fetch(loginUrl);
+  await login.arrayBuffer();
+  const location = login.headers.get('location');
+  if (!isRedirect(login) || location === null) throw new Error(`${String(loginUrl)} answered ${login.status} without a redirect`);
+  const authorizationUrl = new URL(location, loginUrl);
+  const redirectUri = authorizationUrl.searchParams.get('redirect_uri') ?? new URL('/callback', loginUrl).href;
+  const callbackUrl = await approveAtAuthorizationServer(authorizationUrl, opts.user ?? 'alice', opts.authorizationServerJar, redirectUri, opts.secondFactor ?? false);
+  const callback = await jar.fetch(callbackUrl);
+  const body = await callback.text();
+  const cookieName = opts.cookieName ?? 'session_id';
+  const session = callback.headers.getSetCookie().some((cookie) => cookie.startsWith(`${cookieName}=`)) ? jar.get(loginUrl, cookieName) : undefined;
+  return {
+    callback: { status: callback.status, location: callback.headers.get('location') ?? '', body },
+    cookie: session === undefined ? undefined : `${cookieName}=${session}`,
+    authorizationUrl,
+  };
 }

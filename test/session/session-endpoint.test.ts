@@ -33,8 +33,12 @@ t.test('GET /session', async (t) => {
     t.match(response.headers.get('content-type'), /^application\/json/);
     t.equal(response.headers.get('cache-control'), 'no-store');
     const text = await response.text();
-    const body = JSON.parse(text) as { user: Record<string, unknown>; expiresAt: string };
-    t.same(Object.keys(body).sort(), ['expiresAt', 'user']);
+    const body = JSON.parse(text) as { user: Record<string, unknown>; expiresAt: string; acr: unknown; auth_time: unknown };
+    t.same(Object.keys(body).sort(), ['acr', 'auth_time', 'expiresAt', 'user']);
+    // README "Step-up": how the user signed in, so a page can tell whether a route's step-up is met.
+    // This AS puts acr and auth_time in the ID token only when asked (test/step-up/step-up-sign-in.test.ts shows them set).
+    t.equal(body.acr, null, 'no acr: null, not absent');
+    t.equal(body.auth_time, null, 'no auth_time: null, not absent');
     t.match(body.user, { sub: 'carol', name: 'Carol', email: 'carol@example.com', email_verified: true });
     t.notOk('nonce' in body.user || 'at_hash' in body.user, 'no token-bound claims');
     for (const claim of ['c_hash', 'auth_time', 'iat', 'exp', 'aud', 'azp', 'sid', 'jti', 'nbf']) t.notOk(claim in body.user, `no protocol claim ${claim}`);
