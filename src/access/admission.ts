@@ -6,15 +6,18 @@ import type { TargetToken, TokenRecord } from '../session/store.js';
 import { isAllowed } from '../routing/allow.js';
 import { identityHeaders } from '../routing/identity-headers.js';
 import type { Route } from '../routing/route-table.js';
+import { meetsStepUp } from '../oauth/step-up.js';
 
 /**
  * What the gate decided for a signed-in user on a required or optional
  * route. `pass`: the request goes upstream as this user. `forbidden`: the
  * route's `allow` refuses the user (403, nothing upstream, the session kept).
- * A feature that adds a way to refuse (step-up, say) adds its verdict here,
- * and each way in answers it in one place.
+ * `step-up`: the user may pass, but the sign-in behind this session is not
+ * strong or recent enough for the route's `stepUp` (README "Step-up": sign
+ * in again, nothing upstream, the session kept). A feature that adds a way
+ * to refuse adds its verdict here, and each way in answers it in one place.
  */
-export type Verdict = 'pass' | 'forbidden';
+export type Verdict = 'pass' | 'forbidden' | 'step-up';
 
 /**
  * A signed-in user on a required or optional route, as every way in
@@ -52,19 +55,23 @@ export function refusedUser(route: Route, admission: Admission): string {
 }
 
 /**
- * `allow` and the identity headers for `tokens`, a record already fresh:
- * both read the claims of the last sign-in or refresh, so a refresh that
- * brought new claims decides with them.
+ * `allow`, the step-up and the identity headers for `tokens`, a record
+ * already fresh: `allow` and the headers read the claims of the last sign-in
+ * or refresh, so a refresh that brought new claims decides with them; the
+ * step-up reads this session's own sign-in (`acr`, `auth_time`), which no
+ * refresh changes. A user `allow` refuses is refused before being asked to
+ * sign in again for nothing.
  */
-export function admit(route: Route, resolved: ResolvedSession, tokens: TokenRecord, target?: TargetToken): Admission {
+export function admit(route: Route, resolved: ResolvedSession, tokens: TokenRecord, now: number, target?: TargetToken): Admission {
   const allowed = route.allow === undefined || isAllowed(route.allow, tokens.claims);
+  const steppedUp = route.stepUp === undefined || meetsStepUp(route.stepUp, resolved.session, now);
   return {
-    verdict: allowed ? 'pass' : 'forbidden',
+    verdict: !allowed ? 'forbidden' : steppedUp ? 'pass' : 'step-up',
     tokens,
     userKey: resolved.session.userId,
     user: tokens.user ?? resolved.session.userId,
-    identity: allowed && route.headers.length > 0 ? identityHeaders(route, tokens.claims) : undefined,
-    target: allowed ? target : undefined,
+    identity: allowed && steppedUp && route.headers.length > 0 ? identityHeaders(route, tokens.claims) : undefined,
+    target: allowed && steppedUp ? target : undefined,
   };
 }
 
@@ -84,7 +91,7 @@ export async function admitFresh(context: GatewayContext, route: Route, resolved
     if (route.auth === 'optional' && isGatehouseError(err) && err.code === 'GH_ERR_SESSION_REQUIRED') return null;
     throw err;
   }
-  const admission = admit(route, resolved, tokens);
+  const admission = admit(route, resolved, tokens, context.clock.now());
   // Only a user who may pass costs a grant (README "A token for each API").
   if (route.target === undefined || admission.verdict !== 'pass') return admission;
   try {

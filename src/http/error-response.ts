@@ -57,16 +57,17 @@ export function errorBody(error: GatehouseError, link?: Link): Record<string, st
  * same `no-store` and `nosniff` as every other gateway error, and the
  * connection closed.
  */
-export function rawErrorResponse(error: GatehouseError): string {
+export function rawErrorResponse(error: GatehouseError & { challenge?: string }): string {
   const body = JSON.stringify(errorBody(error));
-  return rawResponse(error.statusCode, body);
+  // A step-up refusal names what it asks for (RFC 9470 §3, src/access/step-up.ts); the value is the gateway's own, never the request's.
+  return rawResponse(error.statusCode, body, error.challenge === undefined ? '' : `WWW-Authenticate: ${error.challenge}\r\n`);
 }
 
-/** A bodiless (body '') or JSON answer on a raw socket, closing the connection. */
-export function rawResponse(status: number, body: string): string {
+/** A bodiless (body '') or JSON answer on a raw socket, closing the connection; `extraHeaders` whole CRLF-ended lines. */
+export function rawResponse(status: number, body: string, extraHeaders = ''): string {
   const type = body === '' ? '' : 'Content-Type: application/json; charset=utf-8\r\n';
   return (
-    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n${type}Content-Length: ${Buffer.byteLength(body)}\r\n` +
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n${type}${extraHeaders}Content-Length: ${Buffer.byteLength(body)}\r\n` +
     `Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n${body}`
   );
 }

@@ -14,6 +14,8 @@ import type { Exchange } from './request-state.js';
 import type { UserSlots } from './user-slots.js';
 import { bearerChallenge, bearerToken, callerForbidden, type CallerAdmission } from '../access/bearer.js';
 import { tokenHash } from '../machine/bearer-verifier.js';
+import { sendStepUp, stepUpRefusal } from '../access/step-up.js';
+import type { StepUpRequirement } from '../oauth/step-up.js';
 
 /** The answer to every request without a session on a required route: built once, never thrown (no stack trace per request). */
 const NOT_SIGNED_IN = gatehouseError('GH_ERR_SESSION_REQUIRED');
@@ -86,7 +88,7 @@ export function createAuthenticate(context: GatewayContext, slots: UserSlots, re
       }
       if (isCrossSite(request)) throw gatehouseError('GH_ERR_CSRF_REJECTED');
       enter(request, reply, exchange, resolved);
-      const admission = admit(route, resolved, resolved.tokens, target);
+      const admission = admit(route, resolved, resolved.tokens, now, target);
       if (pass(request, reply, exchange, admission, resolved.tokens) !== undefined) return;
       if (route.assertion !== undefined) {
         const assertion = upstreamAssertion(context, route, resolved.hash, admission, now);
@@ -151,6 +153,7 @@ export function createAuthenticate(context: GatewayContext, slots: UserSlots, re
       startedAt: 0n,
       seconds: -1,
       userKey: '',
+      session: null,
       retryable: false,
       retried: false,
       holdsSlot: false,
@@ -214,6 +217,7 @@ export function createAuthenticate(context: GatewayContext, slots: UserSlots, re
   /** A signed-in request enters: who it is, and one of its user's `limits.perUserConcurrency` slots (429 when none is left). */
   function enter(request: FastifyRequest, reply: FastifyReply, exchange: Exchange, resolved: ResolvedSession): void {
     exchange.userKey = resolved.session.userId;
+    exchange.session = resolved.session;
     request.userId = resolved.tokens.user ?? resolved.session.userId;
     slots.take(request, reply);
   }
@@ -229,6 +233,7 @@ export function createAuthenticate(context: GatewayContext, slots: UserSlots, re
       request.errorCode = 'GH_ERR_NOT_ALLOWED';
       return errorResponse.send(request, reply, gatehouseError('GH_ERR_NOT_ALLOWED', { detail: refusedUser(exchange.route, admission) }), links.signOut);
     }
+    if (admission.verdict === 'step-up') return stepUp(request, reply, exchange.route.stepUp!);
     exchange.identity = admission.identity;
     exchange.token = upstreamToken(exchange.route, admission);
     if (exchange.token === '') return undefined;
@@ -238,6 +243,20 @@ export function createAuthenticate(context: GatewayContext, slots: UserSlots, re
       !hasBody(request) &&
       refusedAfterRetry.peek(exchange.userKey) !== exchange.token;
     return undefined;
+  }
+
+  /**
+   * A session whose sign-in does not meet `requirement` (README "Step-up"):
+   * a GET or HEAD navigation signs in again and comes back; everything else
+   * gets 401 with the RFC 9470 challenge and the sign-in URL. The route's
+   * `onUnauthenticated` applies as to a request without a session.
+   */
+  function stepUp(request: FastifyRequest, reply: FastifyReply, requirement: StepUpRequirement): FastifyReply {
+    const { route } = request.exchange!;
+    const getOrHead = request.method === 'GET' || request.method === 'HEAD';
+    const answer = route.onUnauthenticated === '401' || !getOrHead || !isNavigation(request) ? 'json' : route.onUnauthenticated === 'page' ? 'page' : 'redirect';
+    const refusal = stepUpRefusal(links, requirement, getOrHead ? `${links.basePath}${request.url}` : `${links.basePath}/`);
+    return sendStepUp(request, reply, errorResponse, refusal, answer);
   }
 
   /**

@@ -11,6 +11,9 @@ import { endToEndHeaders } from '../http/hop-by-hop.js';
 import { UpstreamHeaders, upstreamProof, upstreamUrl } from '../access/upstream-identity.js';
 import { createAuthenticate } from './authenticate.js';
 import { UserSlots } from './user-slots.js';
+import { isNavigation } from '../http/request-kind.js';
+import { INSUFFICIENT_USER_AUTHENTICATION, meetsStepUp, upstreamStepUp as readUpstreamStepUp } from '../oauth/step-up.js';
+import { sendStepUp, stepUpRefusal } from '../access/step-up.js';
 
 /** The part of @fastify/reply-from's upstream response that `onResponse` reads. */
 interface UpstreamResponse {
@@ -42,7 +45,7 @@ class UpstreamAgent extends Agent {
 export const proxyPlugin = fp(
   async (fastify) => {
     const context = fastify.gatehouse;
-    const { config, cookies, refresher, targetTokens, metrics, dpop, clientAddressing } = context;
+    const { config, cookies, refresher, targetTokens, metrics, dpop, clientAddressing, clock, errorResponse, links } = context;
     const upstreamHeaders = new UpstreamHeaders(context);
     const slots = new UserSlots(config.limits.perUserConcurrency);
     /**
@@ -76,6 +79,10 @@ export const proxyPlugin = fp(
      */
     function onResponse(request: FastifyRequest, reply: FastifyReply, res: UpstreamResponse): void {
       const exchange = request.exchange!;
+      if (res.statusCode === 401 && exchange.session !== null && isStepUpChallenge(res.headers['www-authenticate'])) {
+        upstreamStepUp(request, reply, res);
+        return;
+      }
       if (res.statusCode !== 401 || !exchange.retryable) {
         if (exchange.retried) {
           if (res.statusCode === 401) refusedAfterRetry.set(exchange.userKey, exchange.token);
@@ -89,6 +96,27 @@ export const proxyPlugin = fp(
       // reply-from copied the refused response's headers onto the reply already.
       for (const name of Object.keys(res.headers)) reply.removeHeader(name);
       void retryWithNewToken(request, reply);
+    }
+
+    /**
+     * The upstream asked for a stronger or more recent sign-in (RFC 9470 §3,
+     * README "Step-up"). A GET or HEAD navigation whose session does not
+     * meet what it names is sent through that sign-in and back instead of
+     * seeing the 401; everything else (an API call, a session that meets it
+     * already, so no loop) gets the upstream's 401 as it is. Never a token
+     * refresh: a new access token for the same sign-in would not help.
+     */
+    function upstreamStepUp(request: FastifyRequest, reply: FastifyReply, res: UpstreamResponse): void {
+      const exchange = request.exchange!;
+      const requirement = (request.method === 'GET' || request.method === 'HEAD') && isNavigation(request) ? readUpstreamStepUp(res.headers['www-authenticate']) : undefined;
+      if (requirement === undefined || meetsStepUp(requirement, exchange.session!, clock.now())) {
+        reply.send(res.stream);
+        return;
+      }
+      res.stream.destroy();
+      for (const name of Object.keys(res.headers)) reply.removeHeader(name);
+      request.log.info({ userId: request.userId }, 'upstream asked for a step-up');
+      sendStepUp(request, reply, errorResponse, stepUpRefusal(links, requirement, `${links.basePath}${request.url}`), 'redirect');
     }
 
     async function retryWithNewToken(request: FastifyRequest, reply: FastifyReply): Promise<void> {
@@ -175,6 +203,12 @@ export const proxyPlugin = fp(
 /** The origin of the request's route: the only host its request, and its token, goes to. */
 function originOf(request: FastifyRequest): string {
   return request.exchange!.route.origin;
+}
+
+/** Whether a `WWW-Authenticate` names RFC 9470's error at all (the cheap test before reading it). */
+function isStepUpChallenge(header: string | string[] | undefined): boolean {
+  if (header === undefined) return false;
+  return Array.isArray(header) ? header.some((value) => value.includes(INSUFFICIENT_USER_AUTHENTICATION)) : header.includes(INSUFFICIENT_USER_AUTHENTICATION);
 }
 
 function isEventStream(contentType: OutgoingHttpHeaders[string]): boolean {

@@ -1,6 +1,7 @@
 import fp from 'fastify-plugin';
 import type { UpstreamPass } from '../access/upstream-identity.js';
 import type { Route } from '../routing/route-table.js';
+import type { SessionRecord } from '../session/store.js';
 
 /** What the proxy keeps of one request while it is under way: one object per proxied request. */
 export interface Exchange extends UpstreamPass {
@@ -14,6 +15,8 @@ export interface Exchange extends UpstreamPass {
   seconds: number;
   /** The key of the signed-in user's token record (src/oauth/identify.ts); '' without a user. */
   userKey: string;
+  /** The signed-in browser's session (its sign-in's `acr` and `auth_time`: an upstream's step-up challenge, README "Step-up"); null without one. */
+  session: SessionRecord | null;
   /** Whether an upstream 401 may be retried once with a new access token (src/plugins/proxy.ts `onResponse`). */
   retryable: boolean;
   /** Whether this request is that retry. */

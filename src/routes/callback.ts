@@ -67,7 +67,7 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
       metrics.logins.inc({ result: 'step_up_not_met' });
       request.log.info({ acr: strength.acr?.slice(0, 128), authTime: strength.authTime }, 'step-up not met');
       const retry = `${loginHref}?returnTo=${encodeURIComponent(pending.returnTo)}${stepUpQuery(pending.stepUp ?? {})}`;
-      return sendError(request, reply, gatehouseError('GH_ERR_STEP_UP_NOT_MET'), { href: retry, text: 'Sign in again' });
+      return errorResponse.send(request, reply, gatehouseError('GH_ERR_STEP_UP_NOT_MET'), { href: retry, text: 'Sign in again' });
     }
     // The token type is checked before the token is used for anything (userinfo included).
     const issued = readIssued(request, response);

@@ -13,6 +13,7 @@ import { bearerChallenge, bearerToken, callerForbidden } from '../access/bearer.
 
 /** A pass that asserts nothing: a public route, or an optional one without a user. */
 const NOTHING_ASSERTED: Readonly<Record<string, string>> = Object.freeze({});
+import { sendStepUp, stepUpRefusal } from '../access/step-up.js';
 
 /** Methods a forward-auth request may come with: proxies ask with GET, or with the original method (nginx, Envoy). */
 const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
@@ -106,6 +107,12 @@ export async function forwardAuthRoute(fastify: FastifyInstance): Promise<void> 
         }
         request.userId = admission.user;
         if (admission.verdict === 'forbidden') return refuse(request, reply, gatehouseError('GH_ERR_NOT_ALLOWED', { detail: refusedUser(route, admission) }), context.links.signOut);
+        if (admission.verdict === 'step-up') {
+          // As for a proxied request (README "Step-up"), the sign-in URL absolute: the proxy may serve another host.
+          const getOrHead = original.method === 'GET' || original.method === 'HEAD';
+          const refusal = stepUpRefusal(context.links, route.stepUp!, getOrHead ? safeReturnTo(original.url) : `${context.links.basePath}/`, context.site.origin);
+          return sendStepUp(request, reply, errorResponse, refusal, redirect && getOrHead && isNavigation(request) ? 'redirect' : 'json');
+        }
         const assertion = upstreamAssertion(context, route, hash, admission, context.clock.now());
         const identity = assertion === undefined ? admission.identity : withAssertion(admission.identity, route, await assertion);
         return pass(request, reply, upstreamHeaders.asserted({ identity, token: upstreamToken(route, admission), proof: '' }));

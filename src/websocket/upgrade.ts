@@ -15,6 +15,7 @@ import { ANONYMOUS, UpstreamHeaders, upstreamAssertion, upstreamProof, upstreamT
 import { isUnder } from '../config/route-paths.js';
 import { bearerChallenge, bearerToken, callerForbidden, type CallerAdmission } from '../access/bearer.js';
 import { relay } from './relay.js';
+import { stepUpError, stepUpRefusal } from '../access/step-up.js';
 import type { OpenSockets } from './open-sockets.js';
 
 /** A signed-in browser's session and what its route admitted. */
@@ -182,6 +183,8 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
     const admission = await admitFresh(context, route, resolved, log);
     if (admission === null) return null;
     if (admission.verdict === 'forbidden') throw gatehouseError('GH_ERR_NOT_ALLOWED', { detail: refusedUser(route, admission) });
+    // No browser follows a redirect from a WebSocket handshake: 401 with the RFC 9470 challenge (README "Step-up").
+    if (admission.verdict === 'step-up') throw stepUpError(stepUpRefusal(context.links, route.stepUp!, `${context.links.basePath}/`));
     return { resolved, admission };
   }
 

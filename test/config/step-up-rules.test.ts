@@ -22,6 +22,7 @@ t.test('stepUp only on required routes, with acr or maxAge, maxAge above 0', asy
       { path: '/empty', upstream: 'http://web', stepUp: {} },
       { path: '/zero', upstream: 'http://web', stepUp: { maxAge: 0 } },
       { path: '/ok', upstream: 'http://web', stepUp: { acr: ['urn:mfa'], maxAge: '5m' } },
+      { path: '/machines', upstream: 'http://web', accept: ['session', 'bearer'], stepUp: { acr: ['urn:mfa'] } },
     ]),
   );
   t.strictSame(problems.sort(), [
@@ -29,6 +30,8 @@ t.test('stepUp only on required routes, with acr or maxAge, maxAge above 0', asy
     'routes[1].stepUp: only on a route with auth: required (it has auth: public; without a session the request would pass anyway)',
     'routes[2].stepUp: give acr (acceptable acr values) and/or maxAge (how old the sign-in may be)',
     'routes[3].stepUp.maxAge: must be greater than 0 (a sign-in is never younger than 0 seconds)',
+    'routes[5].accept: bearer needs machineClients.issuers or machineClients.introspection: true, else no token could ever be accepted',
+    "routes[5].stepUp: cannot go with accept: bearer (a machine client's token has no sign-in to step up); give the machine clients a route of their own",
   ]);
 });
 

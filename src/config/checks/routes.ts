@@ -132,6 +132,8 @@ function stepUpProblems(route: NonNullable<Config['routes']>[number], key: strin
   const problems: string[] = [];
   if (auth !== 'required') problems.push(`${key}.stepUp: only on a route with auth: required (it has auth: ${auth}; without a session the request would pass anyway)`);
   if (stepUp.acr === undefined && stepUp.maxAge === undefined) problems.push(`${key}.stepUp: give acr (acceptable acr values) and/or maxAge (how old the sign-in may be)`);
+  // A machine client's token comes from no interactive sign-in: there is nothing it could step up (README "Step-up").
+  if (route.accept.includes('bearer')) problems.push(`${key}.stepUp: cannot go with accept: bearer (a machine client's token has no sign-in to step up); give the machine clients a route of their own`);
   if (stepUp.maxAge === 0) problems.push(`${key}.stepUp.maxAge: must be greater than 0 (a sign-in is never younger than 0 seconds)`);
   return problems;
 }
