@@ -182,6 +182,11 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   if (options.tracing) await app.register(options.tracing.plugin, { pseudonymize });
   await app.register(gatewayContextPlugin, { context });
   await app.register(requestStatePlugin);
+  // Every path the gateway answers itself: another method on one of them gets 405 from the proxy, never the upstream.
+  const gatewayPaths = new Set<string>();
+  app.addHook('onRoute', (route) => {
+    gatewayPaths.add(route.url);
+  });
   await app.register(cookiePlugin);
   await app.register(errorsPlugin);
   await app.register(accessLogPlugin, { logger });
@@ -196,7 +201,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   await app.register(securityEventsRoute);
   await app.register(jwksRoute);
   // Forward-auth only: nothing is proxied, so no token ever goes to an upstream from here.
-  if (!config.forwardAuth.only) await app.register(proxyPlugin);
+  if (!config.forwardAuth.only) await app.register(proxyPlugin, { gatewayPaths: new Set(gatewayPaths) });
 
   const websockets = new OpenSockets(store, clock, metrics.websocketConnections, logger, config.server.idleTimeout * 1000);
   if (!config.forwardAuth.only) proxyWebSockets(app.server, context, websockets, logger as FastifyBaseLogger);

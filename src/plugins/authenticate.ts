@@ -19,6 +19,8 @@ import type { StepUpRequirement } from '../oauth/step-up.js';
 
 /** The answer to every request without a session on a required route: built once, never thrown (no stack trace per request). */
 const NOT_SIGNED_IN = gatehouseError('GH_ERR_SESSION_REQUIRED');
+/** A gateway path asked with a method it does not answer (DELETE /login): never proxied. */
+const METHOD_NOT_ALLOWED = gatehouseError('GH_ERR_METHOD_NOT_ALLOWED');
 /** The answer to a request without a bearer token on a required route that accepts nothing else. */
 const NO_BEARER = gatehouseError('GH_ERR_BEARER_REQUIRED');
 
@@ -37,8 +39,14 @@ export type PreHandler = (request: FastifyRequest, reply: FastifyReply, done: (e
  * store or the AS goes through `authenticateUser`.
  * @param refusedAfterRetry userKey -> the access token the upstream refused
  * even right after a replacement (src/plugins/proxy.ts): such a request is not retried again.
+ * @param gatewayPaths the paths the gateway answers itself: with another method, 405 (they come before every route).
  */
-export function createAuthenticate(context: GatewayContext, slots: UserSlots, refusedAfterRetry: LRUCache<string, string>): PreHandler {
+export function createAuthenticate(
+  context: GatewayContext,
+  slots: UserSlots,
+  refusedAfterRetry: LRUCache<string, string>,
+  gatewayPaths: ReadonlySet<string>,
+): PreHandler {
   const { cookies, refresher, targetTokens, dpop, routes, crossSite, clock, errorResponse, links, bearer } = context;
   const isCrossSite = requestCheck(crossSite);
 
@@ -144,6 +152,7 @@ export function createAuthenticate(context: GatewayContext, slots: UserSlots, re
   function exchangeOf(request: FastifyRequest): Exchange {
     const view = requestView(routes, request.url, request.method);
     if (!isRequestView(view)) throw view;
+    if (gatewayPaths.has(view.match)) throw METHOD_NOT_ALLOWED;
     const exchange: Exchange = {
       route: view.route,
       path: view.upstreamPath,

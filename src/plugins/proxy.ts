@@ -42,8 +42,8 @@ class UpstreamAgent extends Agent {
  * path and reads top to bottom: route, CSRF check, cookie, session (LRU
  * lookups), token (a refresh only when stale), who may pass, headers.
  */
-export const proxyPlugin = fp(
-  async (fastify) => {
+export const proxyPlugin = fp<{ gatewayPaths: ReadonlySet<string> }>(
+  async (fastify, { gatewayPaths }) => {
     const context = fastify.gatehouse;
     const { config, cookies, refresher, targetTokens, metrics, dpop, clientAddressing, clock, errorResponse, links } = context;
     const upstreamHeaders = new UpstreamHeaders(context);
@@ -54,7 +54,7 @@ export const proxyPlugin = fp(
      * cost a refresh on every request. Cleared once the user has another token.
      */
     const refusedAfterRetry = new LRUCache<string, string>({ max: config.session.cacheSize });
-    const authenticate = createAuthenticate(context, slots, refusedAfterRetry);
+    const authenticate = createAuthenticate(context, slots, refusedAfterRetry, gatewayPaths);
     /** @fastify/http-proxy's reply options (the same object for every request), kept for the retry. */
     let fromOptions: unknown;
 
