@@ -99,6 +99,36 @@ export function upstreamAssertion(
   return assertions.sign(route.assertion, hash, { ...subject, sid: context.sessionHandles.of(hash) }, now);
 }
 
+/**
+ * The route's assertion for an admitted machine client (README "Identity
+ * assertion"): signed like a session's, without `sid`, and reused per
+ * caller and route until shortly before its `exp`; undefined when the
+ * route sends none.
+ */
+export function callerAssertion(
+  context: Pick<GatewayContext, 'assertions'>,
+  route: Route,
+  admission: CallerAdmission,
+  now: number,
+): string | Promise<string> | undefined {
+  const { assertions } = context;
+  if (route.assertion === undefined || assertions === undefined) return undefined;
+  const key = `caller ${admission.userKey}`;
+  const subject = { user: admission.user, claims: admission.caller.claims };
+  return assertions.cached(route.assertion, key, subject, now) ?? assertions.sign(route.assertion, key, subject, now);
+}
+
+/** A machine client's identity headers, with the route's assertion when it sends one. */
+export async function callerIdentity(
+  context: Pick<GatewayContext, 'assertions'>,
+  route: Route,
+  admission: CallerAdmission,
+  now: number,
+): Promise<Record<string, string> | undefined> {
+  const assertion = callerAssertion(context, route, admission, now);
+  return assertion === undefined ? admission.identity : withAssertion(admission.identity, route, await assertion);
+}
+
 /** `identity` (a request's own object, or none yet) with the route's assertion header added. */
 export function withAssertion(identity: Record<string, string> | undefined, route: Route, jwt: string): Record<string, string> {
   const headers = identity ?? {};

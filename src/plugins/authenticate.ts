@@ -7,7 +7,7 @@ import { isNavigation } from '../http/request-kind.js';
 import { resolveCached, resolveStored, type ResolvedSession } from '../access/resolve.js';
 import { admit, admitFresh, refusedUser, type Admission } from '../access/admission.js';
 import { isRequestView, requestView } from '../access/request-view.js';
-import { upstreamAssertion, upstreamProof, upstreamToken, upstreamUrl, withAssertion } from '../access/upstream-identity.js';
+import { callerAssertion, callerIdentity, upstreamAssertion, upstreamProof, upstreamToken, upstreamUrl, withAssertion } from '../access/upstream-identity.js';
 import type { TokenRecord } from '../session/store.js';
 import type { Route } from '../routing/route-table.js';
 import type { Exchange } from './request-state.js';
@@ -69,6 +69,16 @@ export function createAuthenticate(
             return;
           }
           if (passCaller(request, reply, exchange, admitted) !== undefined) return;
+          const assertion = callerAssertion(context, route, admitted, now);
+          if (assertion !== undefined && typeof assertion !== 'string') {
+            assertion.then((jwt) => {
+              exchange.identity = withAssertion(exchange.identity, route, jwt);
+              exchange.startedAt = process.hrtime.bigint();
+              done();
+            }, done);
+            return;
+          }
+          if (assertion !== undefined) exchange.identity = withAssertion(exchange.identity, route, assertion);
           exchange.startedAt = process.hrtime.bigint();
           done();
           return;
@@ -125,7 +135,9 @@ export function createAuthenticate(
       if (isGatehouseError(err) && (err.code === 'GH_ERR_BEARER_INVALID' || err.code === 'GH_ERR_BEARER_UNAVAILABLE')) return refuseCaller(request, reply, err);
       throw err;
     }
-    return passCaller(request, reply, exchange, admission);
+    const answered = passCaller(request, reply, exchange, admission);
+    if (answered === undefined) exchange.identity = await callerIdentity(context, exchange.route, admission, clock.now());
+    return answered;
   }
 
   /** What goes upstream for an admitted machine client: the 403 when `allow` refuses it, else its identity headers and its own token. */

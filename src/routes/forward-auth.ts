@@ -7,7 +7,7 @@ import { safeReturnTo } from '../oauth/return-to.js';
 import { resolveSessionId } from '../access/resolve.js';
 import { admitFresh, refusedUser, type Admission } from '../access/admission.js';
 import { isRequestView, requestView } from '../access/request-view.js';
-import { UpstreamHeaders, upstreamAssertion, upstreamToken, withAssertion } from '../access/upstream-identity.js';
+import { UpstreamHeaders, callerIdentity, upstreamAssertion, upstreamToken, withAssertion } from '../access/upstream-identity.js';
 import type { Link } from '../http/error-response.js';
 import { bearerChallenge, bearerToken, callerForbidden } from '../access/bearer.js';
 
@@ -74,7 +74,8 @@ export async function forwardAuthRoute(fastify: FastifyInstance): Promise<void> 
             request.userId = admission.user;
             request.auth = 'bearer';
             if (admission.verdict === 'forbidden') return refuse(request, reply, callerForbidden(admission));
-            return pass(request, reply, upstreamHeaders.asserted({ identity: admission.identity, token: upstreamToken(route, admission), proof: '' }));
+            const identity = await callerIdentity(context, route, admission, context.clock.now());
+            return pass(request, reply, upstreamHeaders.asserted({ identity, token: upstreamToken(route, admission), proof: '' }));
           }
           if (!route.acceptsSession) return route.auth === 'optional' ? pass(request, reply, NOTHING_ASSERTED) : refuse(request, reply, 'GH_ERR_BEARER_REQUIRED');
         }

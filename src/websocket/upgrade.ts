@@ -11,7 +11,7 @@ import { normalPath } from '../http/request-path.js';
 import { resolveSessionId, type ResolvedSession } from '../access/resolve.js';
 import { admitFresh, refusedUser, type Admission } from '../access/admission.js';
 import { isRequestView, requestView, type RequestView } from '../access/request-view.js';
-import { ANONYMOUS, UpstreamHeaders, upstreamAssertion, upstreamProof, upstreamToken, upstreamUrl, withAssertion, type UpstreamPass } from '../access/upstream-identity.js';
+import { ANONYMOUS, UpstreamHeaders, callerIdentity, upstreamAssertion, upstreamProof, upstreamToken, upstreamUrl, withAssertion, type UpstreamPass } from '../access/upstream-identity.js';
 import { isUnder } from '../config/route-paths.js';
 import { bearerChallenge, bearerToken, callerForbidden, type CallerAdmission } from '../access/bearer.js';
 import { relay } from './relay.js';
@@ -85,7 +85,7 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
     const session = route.auth === 'public' || caller !== null || !route.acceptsSession ? null : await signedIn(request, view);
     if (caller === null && session === null && !route.acceptsSession && route.auth === 'required') throw gatehouseError('GH_ERR_BEARER_REQUIRED');
     const target = upstreamUrl(route, view.upstreamPath, view.query);
-    const pass = caller !== null ? { identity: caller.identity, token: upstreamToken(route, caller), proof: '' } : session === null ? ANONYMOUS : await passFor(view, session, target);
+    const pass = caller !== null ? { identity: await callerIdentity(context, route, caller, clock.now()), token: upstreamToken(route, caller), proof: '' } : session === null ? ANONYMOUS : await passFor(view, session, target);
     const peer = request.socket.remoteAddress ?? '';
     const forwardedFor = addressing.forwardedForPeer(peer, request.headers['x-forwarded-for']);
     // limits.perUserConcurrency sockets per user, as many per client address without a session; counted from here, before
