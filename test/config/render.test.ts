@@ -54,7 +54,7 @@ t.test('the printed config is the effective one: defaults included, durations wi
   t.equal(printed.session!.ttl, '7d');
   t.equal(printed.session!.cookieMaxAge, '1d');
   t.equal(printed.server!.port, 8080);
-  t.strictSame(printed.limits, { perUserConcurrency: 64, websocketMessageBytes: 16777216 }, 'limits.websocketMessageBytes shown with its default');
+  t.strictSame(printed.limits, { perUserConcurrency: 64, websocketMessageBytes: 16777216, upstreamConnections: 0 }, 'limits.websocketMessageBytes and limits.upstreamConnections shown with their defaults');
 });
 
 t.test('the printed config, secrets put back, loads to the same config', async (t) => {
