@@ -6,11 +6,12 @@ import { fileURLToPath } from 'node:url';
 import { startAuthorizationServer, type AuthorizationServer } from '../src/demo/authorization-server.js';
 import { freePort } from '../test/helpers/harness.js';
 import { unboundedMemoryAdapter } from './memory-adapter.js';
+import { ROOT } from './root.js';
 import { APACHE_REDIRECT_PATH } from './apache-server.js';
 import { firstLine, spawnNode, SERVER_CORE, waitUntilAnswering, type Child } from './processes.js';
 
 /** The repository root (this file runs as dist-bench/bench/cast.js). */
-export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+export { ROOT };
 /** The gateway's entry point; GATEHOUSE_BENCH_CLI runs another build (a before/after comparison of a change). */
 export const CLI = process.env.GATEHOUSE_BENCH_CLI ?? join(ROOT, 'dist', 'cli.js');
 const BENCH_DIST = fileURLToPath(new URL('./', import.meta.url));

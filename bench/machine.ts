@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { cpus, loadavg, release, totalmem } from 'node:os';
 import { join } from 'node:path';
-import { ROOT } from './cast.js';
+import { ROOT } from './root.js';
 
 /** Where the numbers were taken: the machine and every version that matters. */
 export interface Machine {

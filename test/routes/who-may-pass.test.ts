@@ -57,12 +57,13 @@ t.test('who may pass, and what an unauthenticated request gets', async (t) => {
     for (const [path, cookie] of pass) t.equal((await fetch(`${h.url}${path}`, { headers: { cookie } })).status, 200, `${path} ${cookie.slice(0, 14)}`);
     t.equal(h.api.seen.length + h.docs.seen.length, 4);
     forgetSeen(h);
-    // The third column is the user id the page must name: the `sub` claim
-    // (provider.userIdClaim's default), not the display name (`Bob`).
+    // The third column is how the page must name the user: the `sub` claim
+    // (provider.userIdClaim's default), not the display name (`Bob`); with the
+    // email, which the rule read, beside it on a route that allows by email domain.
     const refused: Array<[string, string, string]> = [
       ['/payments/1', bob!.cookie, 'bob'],
-      ['/staff/1', eve!.cookie, 'eve'],
-      ['/staff/1', mallory!.cookie, 'mallory'],
+      ['/staff/1', eve!.cookie, 'eve (eve@other.example)'],
+      ['/staff/1', mallory!.cookie, 'mallory (mallory@example.com)'],
     ];
     for (const [path, cookie, userId] of refused) {
       const api = await fetch(`${h.url}${path}`, { headers: { cookie } });
