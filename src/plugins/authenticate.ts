@@ -69,18 +69,7 @@ export function createAuthenticate(
             return;
           }
           if (passCaller(request, reply, exchange, admitted) !== undefined) return;
-          const assertion = callerAssertion(context, route, admitted, now);
-          if (assertion !== undefined && typeof assertion !== 'string') {
-            assertion.then((jwt) => {
-              exchange.identity = withAssertion(exchange.identity, route, jwt);
-              exchange.startedAt = process.hrtime.bigint();
-              done();
-            }, done);
-            return;
-          }
-          if (assertion !== undefined) exchange.identity = withAssertion(exchange.identity, route, assertion);
-          exchange.startedAt = process.hrtime.bigint();
-          done();
+          proceedWithAssertion(exchange, callerAssertion(context, route, admitted, now), done);
           return;
         }
         if (!route.acceptsSession) {
@@ -109,19 +98,29 @@ export function createAuthenticate(
       const admission = admit(route, resolved, resolved.tokens, now, target);
       if (pass(request, reply, exchange, admission, resolved.tokens) !== undefined) return;
       if (route.assertion !== undefined) {
-        const assertion = upstreamAssertion(context, route, resolved.hash, admission, now);
-        // Signed once per session, route and lifetime: only then does the request wait for a promise.
-        if (assertion !== undefined && typeof assertion !== 'string') {
-          assertion.then((jwt) => {
-            exchange.identity = withAssertion(exchange.identity, route, jwt);
-            exchange.startedAt = process.hrtime.bigint();
-            done();
-          }, done);
-          return;
-        }
-        if (assertion !== undefined) exchange.identity = withAssertion(exchange.identity, route, assertion);
+        proceedWithAssertion(exchange, upstreamAssertion(context, route, resolved.hash, admission, now), done);
+        return;
       }
     }
+    exchange.startedAt = process.hrtime.bigint();
+    done();
+  }
+
+  /**
+   * Adds the route's assertion, when it sends one, and lets the request go
+   * upstream. Signed once per session (or caller), route and lifetime: only
+   * then does the request wait for a promise.
+   */
+  function proceedWithAssertion(exchange: Exchange, assertion: string | Promise<string> | undefined, done: (err?: Error) => void): void {
+    if (assertion !== undefined && typeof assertion !== 'string') {
+      assertion.then((jwt) => {
+        exchange.identity = withAssertion(exchange.identity, exchange.route, jwt);
+        exchange.startedAt = process.hrtime.bigint();
+        done();
+      }, done);
+      return;
+    }
+    if (assertion !== undefined) exchange.identity = withAssertion(exchange.identity, exchange.route, assertion);
     exchange.startedAt = process.hrtime.bigint();
     done();
   }
