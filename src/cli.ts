@@ -173,14 +173,19 @@ async function main(): Promise<number> {
  */
 async function checkOnline(config: Config): Promise<number> {
   const { checkDiscovery } = await import('./oauth/provider.js');
-  if (config.provider.issuer === undefined) {
-    process.stderr.write('online: no provider.issuer, so no discovery document to fetch (the endpoints are used as given)\n');
-    return 0;
+  const named = Object.entries(config.providers ?? {}).map(([name, settings]) => ({ key: `providers.${name}`, settings }));
+  let failed = false;
+  for (const { key, settings } of [{ key: 'provider', settings: config.provider }, ...named]) {
+    if (settings.issuer === undefined) {
+      process.stderr.write(`online: no ${key}.issuer, so no discovery document to fetch (the endpoints are used as given)\n`);
+      continue;
+    }
+    const problems = (await checkDiscovery(settings)).map((problem) => problem.replace(/^provider\./, `${key}.`));
+    for (const problem of problems) process.stderr.write(`${problem}\n`);
+    if (problems.length === 0) process.stderr.write(`online: ${key}.issuer: discovery answered and names ${settings.issuer} as its issuer\n`);
+    failed ||= problems.length > 0;
   }
-  const problems = await checkDiscovery(config.provider);
-  for (const problem of problems) process.stderr.write(`${problem}\n`);
-  if (problems.length === 0) process.stderr.write(`online: provider.issuer: discovery answered and names ${config.provider.issuer} as its issuer\n`);
-  return problems.length === 0 ? 0 : 1;
+  return failed ? 1 : 0;
 }
 
 /**

@@ -2,6 +2,7 @@ import type { Config } from './schema.js';
 import type { Rule } from './checks/rule.js';
 import { SERVER_RULES } from './checks/server.js';
 import { PROVIDER_RULES } from './checks/provider.js';
+import { PROVIDERS_RULES } from './checks/providers.js';
 import { SESSION_RULES, sessionWarnings } from './checks/session.js';
 import { ROUTE_RULES, routeWarnings } from './checks/routes.js';
 import { PAGE_RULES } from './checks/pages.js';
@@ -10,7 +11,7 @@ import { IDENTITY_RULES } from './checks/identity.js';
 import { TOKEN_TARGET_RULES } from './checks/token-targets.js';
 
 /** Every cross-key rule, by area (src/config/checks/<area>.ts); a new rule goes into its area's list. */
-const RULES: readonly Rule[] = [...SERVER_RULES, ...PROVIDER_RULES, ...SESSION_RULES, ...ROUTE_RULES, ...TOKEN_TARGET_RULES, ...PAGE_RULES, ...MACHINE_CLIENT_RULES, ...IDENTITY_RULES];
+const RULES: readonly Rule[] = [...SERVER_RULES, ...PROVIDER_RULES, ...PROVIDERS_RULES, ...SESSION_RULES, ...ROUTE_RULES, ...TOKEN_TARGET_RULES, ...PAGE_RULES, ...MACHINE_CLIENT_RULES, ...IDENTITY_RULES];
 
 /**
  * Settings that work but do not do what they seem to: `gatehouse check`

@@ -197,10 +197,17 @@ function interpolate(value: unknown, env: NodeJS.ProcessEnv, path: string, probl
  */
 function scopesAsList(document: unknown): unknown {
   if (!isMapping(document)) return document;
-  const provider = document.provider;
-  if (!isMapping(provider) || typeof provider.scopes !== 'string') return document;
-  const scopes = provider.scopes.split(/[ \t]+/).filter((scope) => scope !== '');
-  return { ...document, provider: { ...provider, scopes } };
+  const providers = document.providers;
+  return {
+    ...document,
+    ...(document.provider === undefined ? {} : { provider: providerScopesAsList(document.provider) }),
+    ...(isMapping(providers) ? { providers: Object.fromEntries(Object.entries(providers).map(([name, entry]) => [name, providerScopesAsList(entry)])) } : {}),
+  };
+}
+
+function providerScopesAsList(provider: unknown): unknown {
+  if (!isMapping(provider) || typeof provider.scopes !== 'string') return provider;
+  return { ...provider, scopes: provider.scopes.split(/[ \t]+/).filter((scope) => scope !== '') };
 }
 
 function describe(error: ValueError): string {

@@ -1,7 +1,7 @@
 import type { TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { stringify as stringifyYaml } from 'yaml';
-import { ConfigSchema, SECRET_KEYS, type Config } from './schema.js';
+import { ConfigSchema, PROVIDER_SECRET_KEYS, SECRET_KEYS, type Config } from './schema.js';
 import { isMapping } from './load.js';
 import { isRedisUrl, redactRedisPassword } from './store-url.js';
 
@@ -14,6 +14,10 @@ export function renderConfig(config: Config): string {
     const value = section[name];
     if (value === undefined) continue;
     section[name] = Array.isArray(value) ? value.map(() => REDACTED) : REDACTED;
+  }
+  // Each named provider's secrets, as the top-level provider's (README "Several identity providers").
+  for (const entry of Object.values((encoded.providers ?? {}) as Record<string, Record<string, unknown>>)) {
+    for (const name of PROVIDER_SECRET_KEYS) if (entry[name] !== undefined) entry[name] = REDACTED;
   }
   encoded.session!.store = redactStorePassword(encoded.session!.store as string);
   return stringifyYaml(redactUrlCredentials(encoded));

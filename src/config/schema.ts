@@ -201,6 +201,43 @@ const MachineIssuerSchema = Type.Object(
   { additionalProperties: false, errorMessage: 'must be a mapping with issuer, audiences and optionally jwksUri and userIdClaim' },
 );
 
+/**
+ * How the gateway reaches one authorization server and its client there:
+ * `provider` (the registry's `default`) and each entry of `providers`
+ * (README "Several identity providers").
+ */
+const ProviderSchema = section({
+  issuer: Type.Optional(text()),
+  authorizationEndpoint: Type.Optional(text()),
+  tokenEndpoint: Type.Optional(text()),
+  userinfoEndpoint: Type.Optional(text()),
+  revocationEndpoint: Type.Optional(text()),
+  endSessionEndpoint: Type.Optional(text()),
+  clientId: text(),
+  clientSecret: Type.Optional(text()),
+  clientAuthMethod: oneOf(['client_secret_post', 'client_secret_basic', 'none', 'private_key_jwt'], 'client_secret_post'),
+  /** PEM (PKCS#8) private key for `private_key_jwt`. */
+  privateKey: Type.Optional(text()),
+  /** `kid` of `privateKey` as registered at the authorization server. */
+  privateKeyId: Type.Optional(text()),
+  /** Pushed authorization requests (RFC 9126): `auto` when the metadata offers them, `required` always, `off` never. */
+  pushedAuthorization: oneOf(['auto', 'required', 'off'], 'auto'),
+  /** DPoP (RFC 9449): tokens bound to a key pair per user, a proof on every token, refresh and upstream request. */
+  dpop: Type.Boolean({ default: false, errorMessage: 'must be true or false' }),
+  scopes: Type.Array(scope(), {
+    default: ['openid', 'profile', 'email', 'offline_access'],
+    errorMessage: 'must be a list of scopes',
+  }),
+  userIdClaim: text('sub'),
+  /** Where the end-session endpoint sends the browser after logout; default `publicUrl` + `/`. */
+  postLogoutRedirectUri: Type.Optional(text()),
+  /** Seconds to wait for the authorization server on each request. */
+  timeout: duration('10s'),
+});
+
+/** The name of an entry of `providers`: what `sites[].provider` names, and sessions record. */
+export const PROVIDER_NAME_PATTERN = '^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$';
+
 export const ConfigSchema = Type.Object(
   {
     server: section({
@@ -233,34 +270,13 @@ export const ConfigSchema = Type.Object(
       /** Turns on the session API (README "Ending sessions"): the bearer every call must present, at least 32 characters. */
       token: Type.Optional(text()),
     }),
-    provider: section({
-      issuer: Type.Optional(text()),
-      authorizationEndpoint: Type.Optional(text()),
-      tokenEndpoint: Type.Optional(text()),
-      userinfoEndpoint: Type.Optional(text()),
-      revocationEndpoint: Type.Optional(text()),
-      endSessionEndpoint: Type.Optional(text()),
-      clientId: text(),
-      clientSecret: Type.Optional(text()),
-      clientAuthMethod: oneOf(['client_secret_post', 'client_secret_basic', 'none', 'private_key_jwt'], 'client_secret_post'),
-      /** PEM (PKCS#8) private key for `private_key_jwt`. */
-      privateKey: Type.Optional(text()),
-      /** `kid` of `privateKey` as registered at the authorization server. */
-      privateKeyId: Type.Optional(text()),
-      /** Pushed authorization requests (RFC 9126): `auto` when the metadata offers them, `required` always, `off` never. */
-      pushedAuthorization: oneOf(['auto', 'required', 'off'], 'auto'),
-      /** DPoP (RFC 9449): tokens bound to a key pair per user, a proof on every token, refresh and upstream request. */
-      dpop: Type.Boolean({ default: false, errorMessage: 'must be true or false' }),
-      scopes: Type.Array(scope(), {
-        default: ['openid', 'profile', 'email', 'offline_access'],
-        errorMessage: 'must be a list of scopes',
+    provider: ProviderSchema,
+    /** Named providers beside `provider` (README "Several identity providers"); `default` is `provider` itself. */
+    providers: Type.Optional(
+      Type.Record(Type.String(), ProviderSchema, {
+        errorMessage: 'must be a mapping of provider names to provider settings',
       }),
-      userIdClaim: text('sub'),
-      /** Where the end-session endpoint sends the browser after logout; default `publicUrl` + `/`. */
-      postLogoutRedirectUri: Type.Optional(text()),
-      /** Seconds to wait for the authorization server on each request. */
-      timeout: duration('10s'),
-    }),
+    ),
     upstream: text('http://127.0.0.1:3000'),
     /** Several upstreams and per-path auth (README "Routes"); without it every path goes to `upstream` with `auth: required`. */
     routes: Type.Optional(Type.Array(RouteSchema, { minItems: 1, errorMessage: 'must be a list of routes, each with path and upstream' })),
@@ -397,6 +413,10 @@ export const ConfigSchema = Type.Object(
 export type Config = StaticDecode<typeof ConfigSchema>;
 export type RouteConfig = StaticDecode<typeof RouteSchema>;
 export type MachineIssuerConfig = StaticDecode<typeof MachineIssuerSchema>;
+export type ProviderConfig = StaticDecode<typeof ProviderSchema>;
+
+/** Keys of a provider (`provider` and each entry of `providers`) whose values are secret. */
+export const PROVIDER_SECRET_KEYS = ['clientSecret', 'privateKey'] as const;
 
 /** Paths of secret values, shown as `[redacted]` by `gatehouse check`. */
 export const SECRET_KEYS = ['provider.clientSecret', 'provider.privateKey', 'session.encryptionKeys', 'admin.token', 'assertion.signingKeys'] as const;
