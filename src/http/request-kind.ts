@@ -12,3 +12,9 @@ export function isNavigation(request: FastifyRequest): boolean {
   const accept = request.headers.accept;
   return typeof accept === 'string' && accept.includes('text/html');
 }
+
+/** Whether the request has a body (a Content-Length other than 0, or any Transfer-Encoding): one the proxy streams and cannot send twice. */
+export function hasBody(request: FastifyRequest): boolean {
+  const length = request.headers['content-length'];
+  return (length !== undefined && length !== '0') || request.headers['transfer-encoding'] !== undefined;
+}

@@ -14,7 +14,15 @@ const ALGORITHM = { name: 'ECDSA', namedCurve: 'P-256' } as const;
  */
 interface ProofSigner {
   addProof(url: URL, headers: Headers, htm: string, accessToken?: string): Promise<void>;
+  /** Remembers the response's `DPoP-Nonce` for `url`'s origin: the next proof to that origin carries it. */
+  cacheNonce(response: { headers: Headers }, url: URL): void;
 }
+
+/** How many upstream origins' nonces are remembered (least recently used dropped): more than any route table names. */
+const NONCE_ORIGINS = 256;
+
+/** RFC 9449 §8.1: a nonce is NQCHARs (printable ASCII without `"` and `\`); longer than this is refused, not cached. */
+const NONCE = /^[\x21\x23-\x5B\x5D-\x7E]{1,512}$/;
 
 /**
  * DPoP (RFC 9449) for the gateway: one key pair per user, proofs on token
@@ -26,6 +34,12 @@ interface ProofSigner {
 export class DpopKeys {
   readonly #provider: Provider;
   readonly #handles: LRUCache<string, Promise<oidc.DPoPHandle>>;
+  /**
+   * Upstream origin -> the nonce its resource server last gave (RFC 9449
+   * §9, `DPoP-Nonce`): one per server, shared by every user's proofs to it,
+   * so that after one `use_dpop_nonce` the next requests pass first time.
+   */
+  readonly #nonces = new LRUCache<string, string>({ max: NONCE_ORIGINS });
 
   constructor(provider: Provider, cacheSize: number) {
     this.#provider = provider;
@@ -60,9 +74,25 @@ export class DpopKeys {
    */
   async proof(key: DpopKey, method: string, url: URL, accessToken: string): Promise<string> {
     const signer = (await this.handle(key)) as unknown as ProofSigner;
+    if (this.#nonces.size !== 0) {
+      // The origin's nonce goes into the handle's own per-origin memory, which addProof reads synchronously next.
+      const nonce = this.#nonces.get(url.origin);
+      if (nonce !== undefined) signer.cacheNonce({ headers: new Headers({ 'dpop-nonce': nonce }) }, url);
+    }
     const headers = new Headers();
     await signer.addProof(url, headers, method, accessToken);
     return headers.get('dpop')!;
+  }
+
+  /**
+   * Keeps the nonce an upstream gave in its `DPoP-Nonce` header (RFC 9449
+   * §9) for the proofs that follow to `origin`; false when the value is not
+   * a nonce (nothing kept).
+   */
+  rememberNonce(origin: string, nonce: string): boolean {
+    if (!NONCE.test(nonce)) return false;
+    this.#nonces.set(origin, nonce);
+    return true;
   }
 }
 

@@ -3,7 +3,7 @@ import type { LRUCache } from 'lru-cache';
 import type { GatewayContext } from '../context.js';
 import { gatehouseError, isGatehouseError, type GatehouseError } from '../errors.js';
 import { requestCheck } from '../http/csrf.js';
-import { isNavigation } from '../http/request-kind.js';
+import { hasBody, isNavigation } from '../http/request-kind.js';
 import { resolveCached, resolveStored, type ResolvedSession } from '../access/resolve.js';
 import { admit, admitFresh, refusedUser, type Admission } from '../access/admission.js';
 import { isRequestView, requestView } from '../access/request-view.js';
@@ -176,6 +176,8 @@ export function createAuthenticate(
       session: null,
       retryable: false,
       retried: false,
+      nonceRetried: false,
+      dpopKey: undefined,
       holdsSlot: false,
     };
     request.exchange = exchange;
@@ -226,6 +228,7 @@ export function createAuthenticate(
     const answered = pass(request, reply, exchange, admission, resolved.tokens);
     if (answered === undefined && dpop && exchange.token !== '') {
       exchange.proof = await upstreamProof(dpop, admission.tokens, request.method, upstreamUrl(route, exchange.path), admission.target);
+      exchange.dpopKey = admission.tokens.dpopKey;
     }
     if (answered === undefined && route.assertion !== undefined) {
       const assertion = upstreamAssertion(context, route, resolved.hash, admission, now);
@@ -305,9 +308,4 @@ export function createAuthenticate(
   }
 
   return authenticate;
-}
-
-function hasBody(request: FastifyRequest): boolean {
-  const length = request.headers['content-length'];
-  return (length !== undefined && length !== '0') || request.headers['transfer-encoding'] !== undefined;
 }

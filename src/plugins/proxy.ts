@@ -11,7 +11,7 @@ import { endToEndHeaders } from '../http/hop-by-hop.js';
 import { UpstreamHeaders, upstreamProof, upstreamUrl } from '../access/upstream-identity.js';
 import { createAuthenticate } from './authenticate.js';
 import { UserSlots } from './user-slots.js';
-import { isNavigation } from '../http/request-kind.js';
+import { hasBody, isNavigation } from '../http/request-kind.js';
 import { INSUFFICIENT_USER_AUTHENTICATION, meetsStepUp, upstreamStepUp as readUpstreamStepUp } from '../oauth/step-up.js';
 import { sendStepUp, stepUpRefusal } from '../access/step-up.js';
 
@@ -83,6 +83,13 @@ export const proxyPlugin = fp<{ gatewayPaths: ReadonlySet<string> }>(
         upstreamStepUp(request, reply, res);
         return;
       }
+      // RFC 9449 §9: a resource server hands out nonces in DPoP-Nonce, on a use_dpop_nonce 401 or any other answer.
+      if (exchange.proof !== '' && res.headers['dpop-nonce'] !== undefined && takeNonce(request, reply, res)) return;
+      if (res.statusCode === 401 && exchange.proof !== '' && isNonceChallenge(res.headers['www-authenticate'])) {
+        // A nonce refused again, or one the request could not be sent again with: to the client as it is, never a refresh.
+        reply.send(res.stream);
+        return;
+      }
       if (res.statusCode !== 401 || !exchange.retryable) {
         if (exchange.retried) {
           if (res.statusCode === 401) refusedAfterRetry.set(exchange.userKey, exchange.token);
@@ -119,6 +126,50 @@ export const proxyPlugin = fp<{ gatewayPaths: ReadonlySet<string> }>(
       sendStepUp(request, reply, errorResponse, stepUpRefusal(links, requirement, `${links.basePath}${request.url}`), 'redirect');
     }
 
+    /**
+     * Keeps the upstream's DPoP nonce for its origin (src/oauth/dpop.ts);
+     * when it came with a `use_dpop_nonce` 401, sends the request once more
+     * with a proof carrying it (true: the 401 is not passed on). The same
+     * token: a nonce is not a token problem, so no refresh. Only a request
+     * without a body is sent again (its body was streamed upstream and is
+     * gone; nothing is buffered); one with a body gets the 401 as it is, and
+     * the next request to that origin carries the nonce from the start. A
+     * second nonce 401 goes to the client (README "DPoP").
+     */
+    function takeNonce(request: FastifyRequest, reply: FastifyReply, res: UpstreamResponse): boolean {
+      const exchange = request.exchange!;
+      const nonce = res.headers['dpop-nonce'];
+      if (typeof nonce !== 'string' || !dpop!.rememberNonce(upstreamUrl(exchange.route, '/').origin, nonce)) return false;
+      if (res.statusCode !== 401 || exchange.nonceRetried || hasBody(request) || !isNonceChallenge(res.headers['www-authenticate'])) return false;
+      exchange.nonceRetried = true;
+      res.stream.destroy();
+      // reply-from copied the refused response's headers onto the reply already.
+      for (const name of Object.keys(res.headers)) reply.removeHeader(name);
+      void retryWithNonce(request, reply);
+      return true;
+    }
+
+    async function retryWithNonce(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+      const exchange = request.exchange!;
+      request.log.info({ userId: request.userId, endpoint: exchange.route.origin }, 'upstream asked for a DPoP nonce: sending the request once more with it');
+      try {
+        // A proof is good for one request (its jti): the retry gets its own, with the origin's nonce now cached.
+        exchange.proof = await dpop!.proof(exchange.dpopKey!, request.method, upstreamUrl(exchange.route, exchange.path), exchange.token);
+      } catch (err) {
+        reply.send(err);
+        return;
+      }
+      sendAgain(request, reply);
+    }
+
+    /** Sends the request to its upstream once more (a retry), with the exchange's token and proof as they are now. */
+    function sendAgain(request: FastifyRequest, reply: FastifyReply): void {
+      const exchange = request.exchange!;
+      exchange.startedAt = process.hrtime.bigint();
+      const options = { ...(fromOptions as object), getUpstream: originOf, timeout: exchange.route.timeout * 1000 };
+      reply.from(exchange.path, options as Parameters<FastifyReply['from']>[1]);
+    }
+
     async function retryWithNewToken(request: FastifyRequest, reply: FastifyReply): Promise<void> {
       const exchange = request.exchange!;
       request.log.info({ userId: request.userId }, 'upstream refused the access token: replacing it');
@@ -128,21 +179,25 @@ export const proxyPlugin = fp<{ gatewayPaths: ReadonlySet<string> }>(
           const tokens = await refresher.replace(exchange.userKey, exchange.token, request.log);
           exchange.token = tokens.accessToken;
           // A proof is good for one request (its jti): the retry gets its own.
-          if (dpop) exchange.proof = await upstreamProof(dpop, tokens, request.method, upstreamUrl(exchange.route, exchange.path));
+          if (dpop) {
+            exchange.proof = await upstreamProof(dpop, tokens, request.method, upstreamUrl(exchange.route, exchange.path));
+            exchange.dpopKey = tokens.dpopKey;
+          }
         } else {
           // The route's own token was refused: a new one for its target, the sign-in token untouched.
           const grant = await targetTokens.replace(exchange.userKey, target, exchange.token, request.log);
           exchange.token = grant.token.accessToken;
-          if (dpop) exchange.proof = await upstreamProof(dpop, grant.record, request.method, upstreamUrl(exchange.route, exchange.path), grant.token);
+          if (dpop) {
+            exchange.proof = await upstreamProof(dpop, grant.record, request.method, upstreamUrl(exchange.route, exchange.path), grant.token);
+            exchange.dpopKey = grant.record.dpopKey;
+          }
         }
       } catch (err) {
         reply.send(err);
         return;
       }
       exchange.retried = true;
-      exchange.startedAt = process.hrtime.bigint();
-      const options = { ...(fromOptions as object), getUpstream: originOf, timeout: exchange.route.timeout * 1000 };
-      reply.from(exchange.path, options as Parameters<FastifyReply['from']>[1]);
+      sendAgain(request, reply);
     }
 
     /** What the upstream receives (src/access/upstream-identity.ts): the same rules as an upgrade's handshake. */
@@ -203,6 +258,14 @@ export const proxyPlugin = fp<{ gatewayPaths: ReadonlySet<string> }>(
 /** The origin of the request's route: the only host its request, and its token, goes to. */
 function originOf(request: FastifyRequest): string {
   return request.exchange!.route.origin;
+}
+
+/** RFC 9449 §9's challenge: the DPoP scheme with `error="use_dpop_nonce"`. */
+const NONCE_CHALLENGE = /(?:^|,)\s*DPoP\s[^]*?\berror\s*=\s*"?use_dpop_nonce\b/i;
+
+function isNonceChallenge(header: string | string[] | undefined): boolean {
+  if (header === undefined) return false;
+  return Array.isArray(header) ? header.some((value) => NONCE_CHALLENGE.test(value)) : NONCE_CHALLENGE.test(header);
 }
 
 /** Whether a `WWW-Authenticate` names RFC 9470's error at all (the cheap test before reading it). */

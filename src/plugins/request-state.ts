@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin';
 import type { UpstreamPass } from '../access/upstream-identity.js';
 import type { Route } from '../routing/route-table.js';
-import type { SessionRecord } from '../session/store.js';
+import type { DpopKey, SessionRecord } from '../session/store.js';
 
 /** What the proxy keeps of one request while it is under way: one object per proxied request. */
 export interface Exchange extends UpstreamPass {
@@ -21,6 +21,10 @@ export interface Exchange extends UpstreamPass {
   retryable: boolean;
   /** Whether this request is that retry. */
   retried: boolean;
+  /** Whether the request was sent once more with the upstream's DPoP nonce (src/plugins/proxy.ts `retryWithNonce`): never twice. */
+  nonceRetried: boolean;
+  /** With a DPoP proof: the key it was signed with, for a proof of the same token on a retry with the upstream's nonce. */
+  dpopKey: DpopKey | undefined;
   /** Whether this request counts toward its user's `limits.perUserConcurrency` (src/plugins/user-slots.ts). */
   holdsSlot: boolean;
 }

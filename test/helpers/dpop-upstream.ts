@@ -21,6 +21,14 @@ export interface DpopUpstream {
   /** Set before the first request: the AS's RFC 7662 endpoint and a client allowed to introspect every token. */
   introspection: { endpoint: string; clientId: string; clientSecret: string } | undefined;
   checks: DpopCheck[];
+  /**
+   * Server-issued nonces (RFC 9449 §9): when set, a proof must carry this
+   * `nonce`, else the answer is 401 `WWW-Authenticate: DPoP
+   * error="use_dpop_nonce"` with `DPoP-Nonce` giving it. Undefined: no nonce asked.
+   */
+  nonce: string | undefined;
+  /** With `nonce`: refuse every proof this way, each time with a new nonce (a server whose nonces never satisfy). */
+  refuseEveryNonce: boolean;
   close(): Promise<void>;
 }
 
@@ -41,7 +49,8 @@ const PROOF_MAX_AGE_S = 60;
 export async function startDpopUpstream(): Promise<DpopUpstream> {
   const seenJti = new Set<string>();
   const checks: DpopCheck[] = [];
-  const upstream: DpopUpstream = { url: '', introspection: undefined, checks, close: async () => closeServer(server) };
+  const upstream: DpopUpstream = { url: '', introspection: undefined, checks, nonce: undefined, refuseEveryNonce: false, close: async () => closeServer(server) };
+  let nonces = 0;
   const server = createServer((req, res) => {
     void handle(req, res).catch(() => res.writeHead(500).end());
   });
@@ -56,6 +65,12 @@ export async function startDpopUpstream(): Promise<DpopUpstream> {
     checks.push(check);
     const result = await validate(req, check);
     check.verdict = result.verdict;
+    if (result.verdict === 'use_dpop_nonce') {
+      if (upstream.refuseEveryNonce) upstream.nonce = `nonce-${++nonces}-${Date.now()}`;
+      res.writeHead(401, { 'content-type': 'application/json', 'www-authenticate': 'DPoP error="use_dpop_nonce", algs="ES256"', 'dpop-nonce': upstream.nonce! });
+      res.end(JSON.stringify({ error: 'use_dpop_nonce' }));
+      return;
+    }
     if (result.verdict !== 'ok') {
       res.writeHead(401, { 'content-type': 'application/json', 'www-authenticate': 'DPoP error="invalid_token", algs="ES256"' });
       res.end(JSON.stringify({ error: result.verdict }));
@@ -72,7 +87,7 @@ export async function startDpopUpstream(): Promise<DpopUpstream> {
     const parts = check.proof.split('.');
     if (parts.length !== 3) return { verdict: 'malformed proof' };
     let header: { typ?: string; alg?: string; jwk?: JsonWebKey };
-    let payload: { htm?: string; htu?: string; ath?: string; iat?: number; jti?: string };
+    let payload: { htm?: string; htu?: string; ath?: string; iat?: number; jti?: string; nonce?: string };
     try {
       header = JSON.parse(Buffer.from(parts[0]!, 'base64url').toString()) as typeof header;
       payload = JSON.parse(Buffer.from(parts[1]!, 'base64url').toString()) as typeof payload;
@@ -89,6 +104,10 @@ export async function startDpopUpstream(): Promise<DpopUpstream> {
     if (payload.ath !== createHash('sha256').update(token).digest('base64url')) return { verdict: 'ath mismatch' };
     if (typeof payload.iat !== 'number' || Math.abs(Date.now() / 1000 - payload.iat) > PROOF_MAX_AGE_S) return { verdict: 'stale proof' };
     if (typeof payload.jti !== 'string' || seenJti.has(payload.jti)) return { verdict: 'replayed proof' };
+    if (upstream.nonce !== undefined && (upstream.refuseEveryNonce || payload.nonce !== upstream.nonce)) {
+      seenJti.add(payload.jti);
+      return { verdict: 'use_dpop_nonce' };
+    }
     seenJti.add(payload.jti);
     const { crv, kty, x, y } = header.jwk as Record<string, string>;
     const jkt = createHash('sha256').update(JSON.stringify({ crv, kty, x, y })).digest('base64url');
