@@ -18,7 +18,8 @@ import { IdentityAssertions } from './assertion/identity-assertions.js';
 import { GatewayCookies } from './http/cookies.js';
 import { cutStalledClients } from './http/stalled-clients.js';
 import { ClientAddressing, trustFunction } from './http/client-address.js';
-import { allowedOrigins, createCrossSiteRule } from './http/csrf.js';
+import { Sites } from './access/sites.js';
+import { siteHostPlugin } from './plugins/site-host.js';
 import type { GatewayContext } from './context.js';
 import { BearerGate } from './access/bearer.js';
 import { BearerVerifier } from './machine/bearer-verifier.js';
@@ -88,10 +89,13 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   const store = new SessionStore(await openBackend(config.session.store, options.cwd, config.session.keyPrefix), sealer, config.session.cacheSize, clock);
   const provider = new Provider(config.provider, logger);
   const routes = compileRoutes(config);
+  const clientAddressing = new ClientAddressing(config.server.trustProxy);
+  const sites = new Sites(config, clientAddressing.trust, routes);
+  const allRoutes = sites.all.flatMap((one) => one.routes.routes);
   const metrics = new Metrics(
-    [...GATEWAY_ROUTE_CLASSES, ...(config.forwardAuth.trustedProxies === undefined ? [] : ['forward-auth']), ...routes.routes.map((route) => route.label)],
+    [...GATEWAY_ROUTE_CLASSES, ...(config.forwardAuth.trustedProxies === undefined ? [] : ['forward-auth']), ...new Set(allRoutes.map((route) => route.label))],
     store.countSessions,
-    [SIGN_IN_TARGET, ...routes.targets.map((target) => target.label)],
+    [SIGN_IN_TARGET, ...new Set(sites.all.flatMap((one) => one.routes.targets.map((target) => target.label)))],
   );
   const dpop = config.provider.dpop ? new DpopKeys(provider, config.session.cacheSize) : undefined;
   const refresher = new TokenRefresher({
@@ -105,14 +109,13 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
     defaultLifetime: config.tokens.defaultLifetime,
   });
   const publicUrl = config.server.publicUrl.replace(/\/$/, '');
-  const { origin, host, protocol } = new URL(publicUrl);
-  const site = { origin, host, proto: protocol.slice(0, -1), allowedOrigins: allowedOrigins(config) };
+  const site = sites.signIn;
   const basePath = new URL(publicUrl).pathname.replace(/\/$/, '');
   const cookies = new GatewayCookies(config, PENDING_LOGIN_TTL_MS);
   const pages = createPageRenderer(config.pages);
   const links = new GatewayLinks(basePath, config.paths);
   const errorResponse = new ErrorResponse(pages, cookies, links);
-  const bearer = routes.routes.some((route) => route.acceptsBearer)
+  const bearer = allRoutes.some((route) => route.acceptsBearer)
     ? new BearerGate(
         new BearerVerifier({
           settings: config.machineClients,
@@ -156,8 +159,9 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
     redirectUri: `${publicUrl}${config.paths.callback}`,
     basePath,
     site,
-    crossSite: createCrossSiteRule(config, site.allowedOrigins),
-    clientAddressing: new ClientAddressing(config.server.trustProxy),
+    sites,
+    crossSite: site.crossSite,
+    clientAddressing,
   };
   if (config.server.publicUrl === 'https://app.example.com') {
     logger.warn('server.publicUrl is the example default https://app.example.com: set it to the URL browsers use');
@@ -190,6 +194,8 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   await app.register(cookiePlugin);
   await app.register(errorsPlugin);
   await app.register(accessLogPlugin, { logger });
+  // With `sites`: the request's host picks its site, and a host no site has gets 404 before anything else (README "Several sites").
+  if (sites.several) await app.register(siteHostPlugin);
   await app.register(rateLimitPlugin);
   await app.register(loginRoute);
   await app.register(callbackRoute);

@@ -16,18 +16,9 @@ import type { CrossSiteRule } from './http/csrf.js';
 import type { ClientAddressing } from './http/client-address.js';
 import type { ErrorResponse, GatewayLinks } from './http/error-response.js';
 import type { BearerGate } from './access/bearer.js';
+import type { Site, Sites } from './access/sites.js';
 
-/** `server.publicUrl` taken apart once: what the browser sees of the gateway. */
-export interface Site {
-  /** `https://app.example.com` */
-  origin: string;
-  /** `app.example.com[:port]`, sent upstream as X-Forwarded-Host. */
-  host: string;
-  /** `https` or `http`, sent upstream as X-Forwarded-Proto. */
-  proto: string;
-  /** The publicUrl origin and csrf.allowedOrigins: who may send unsafe requests and open WebSockets. */
-  allowedOrigins: ReadonlySet<string>;
-}
+export type { Site } from './access/sites.js';
 
 /**
  * Everything the routes, plugins, the WebSocket upgrade and forward-auth
@@ -56,12 +47,15 @@ export interface GatewayContext {
   redirectUri: string;
   /** Path of publicUrl without a trailing slash ('' at the root): prefix of links the browser follows. */
   basePath: string;
+  /** publicUrl's host, the sign-in host (README "Several sites"). */
   site: Site;
-  /** The cross-site request rule of SECURITY.md (src/http/csrf.ts), built once. */
+  /** Host -> site (README "Several sites"); without `sites`, every request is `site`'s. */
+  sites: Sites;
+  /** The cross-site request rule of SECURITY.md (src/http/csrf.ts) for publicUrl's origin, built once; each site has its own (`Site.crossSite`). */
   crossSite: CrossSiteRule;
   /** `server.trustProxy` applied: the client address and the X-Forwarded-For chain (src/http/client-address.ts). */
   clientAddressing: ClientAddressing;
-  /** `routes` (or the one-route form), compiled once: which upstream, auth and headers a path gets. */
+  /** `routes` (or the one-route form), compiled once: which upstream, auth and headers a path gets on publicUrl's host (each site has its own). */
   routes: RouteTable;
   /** What tells the time where it decides an outcome (idle timeout, token expiry). */
   clock: Clock;

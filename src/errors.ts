@@ -106,6 +106,7 @@ const REGISTRY = {
   GH_ERR_USER_CONCURRENCY: { status: 429, slug: 'too_many_requests', message: 'Too many requests of this user are in progress. Please retry in a moment.', title: UNAVAILABLE, page: 'unavailable' },
   GH_ERR_LOGOUT_TOKEN_INVALID: { status: 400, slug: 'invalid_request', message: 'The logout token is invalid: %s.', title: REFUSED },
   GH_ERR_ROUTE_NOT_FOUND: { status: 404, slug: 'not_found', message: 'Nothing is served at this path.', title: 'Not found' },
+  GH_ERR_SITE_UNKNOWN: { status: 404, slug: 'not_found', message: 'Nothing is served at this host.', title: 'Not found' },
   GH_ERR_CSRF_REJECTED: { status: 403, slug: 'forbidden', message: 'Cross-site requests that change data are not allowed.', title: 'Forbidden', page: 'forbidden' },
   GH_ERR_PROVIDER_UNAVAILABLE: { status: 503, slug: 'provider_unavailable', message: 'The authorization server cannot be reached right now. Please try again shortly.', title: UNAVAILABLE, page: 'unavailable' },
   GH_ERR_PROVIDER_ISSUER_MISMATCH: {

@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { GatewayContext } from '../context.js';
+import type { Site } from './sites.js';
 import { endToEndHeaders } from '../http/hop-by-hop.js';
 import { isReplacedFromClient, isReplacedFromProxy } from '../http/client-address.js';
 import type { DpopKeys } from '../oauth/dpop.js';
@@ -179,9 +180,11 @@ export class UpstreamHeaders {
    * @param alsoRemoved names (lower case) one way in removes besides: the
    * WebSocket handshake's own headers, say.
    */
-  constructor(context: Pick<GatewayContext, 'clientAddressing' | 'cookies' | 'site' | 'routes'>, alsoRemoved: Iterable<string> = []) {
+  constructor(context: Pick<GatewayContext, 'clientAddressing' | 'cookies' | 'site' | 'sites'>, alsoRemoved: Iterable<string> = []) {
     this.#context = context;
-    this.#removed = new Set([...GATEWAY_SET, ...OVERRIDE_HEADERS, ...context.routes.identityHeaderNames, ...alsoRemoved].map(headerKey));
+    // Every site's identity headers, on every site: no host lets a client choose an identity another host's upstream reads.
+    const named = context.sites.all.flatMap((site) => [...site.routes.identityHeaderNames]);
+    this.#removed = new Set([...GATEWAY_SET, ...OVERRIDE_HEADERS, ...named, ...alsoRemoved].map(headerKey));
     const removed = this.#removed;
     this.#fromProxy = (name) => {
       const key = headerKey(name);
@@ -213,11 +216,12 @@ export class UpstreamHeaders {
    * The upstream request's headers: the incoming end-to-end headers without
    * every removed one, then the identity headers, the token, `x-request-id`,
    * the browser's cookies without the gateway's own and `x-forwarded-*`
-   * (host and proto from publicUrl, the client address appended to the
+   * (host and proto of the request's site, publicUrl's without `sites`; the client address appended to the
    * trusted chain: `forwardedFor`).
    */
-  forUpstream(incoming: IncomingHttpHeaders, peer: string, forwardedFor: string, requestId: string, pass: UpstreamPass): IncomingHttpHeaders {
-    const { clientAddressing, cookies, site } = this.#context;
+  forUpstream(incoming: IncomingHttpHeaders, peer: string, forwardedFor: string, requestId: string, pass: UpstreamPass, site: Site | null = null): IncomingHttpHeaders {
+    const { clientAddressing, cookies } = this.#context;
+    site ??= this.#context.site;
     const fromProxy = clientAddressing.trust !== false && clientAddressing.trust(peer, 0);
     const headers = endToEndHeaders(incoming, fromProxy ? this.#fromProxy : this.#fromClient);
     if (pass.identity !== undefined) Object.assign(headers, pass.identity);

@@ -9,9 +9,10 @@ import { PAGE_RULES } from './checks/pages.js';
 import { MACHINE_CLIENT_RULES, machineClientWarnings } from './checks/machine-clients.js';
 import { IDENTITY_RULES } from './checks/identity.js';
 import { TOKEN_TARGET_RULES } from './checks/token-targets.js';
+import { SITE_RULES } from './checks/sites.js';
 
 /** Every cross-key rule, by area (src/config/checks/<area>.ts); a new rule goes into its area's list. */
-const RULES: readonly Rule[] = [...SERVER_RULES, ...PROVIDER_RULES, ...PROVIDERS_RULES, ...SESSION_RULES, ...ROUTE_RULES, ...TOKEN_TARGET_RULES, ...PAGE_RULES, ...MACHINE_CLIENT_RULES, ...IDENTITY_RULES];
+const RULES: readonly Rule[] = [...SERVER_RULES, ...PROVIDER_RULES, ...PROVIDERS_RULES, ...SESSION_RULES, ...ROUTE_RULES, ...TOKEN_TARGET_RULES, ...PAGE_RULES, ...MACHINE_CLIENT_RULES, ...IDENTITY_RULES, ...SITE_RULES];
 
 /**
  * Settings that work but do not do what they seem to: `gatehouse check`

@@ -187,6 +187,26 @@ const RouteSchema = Type.Object(
 );
 
 /** One entry of `machineClients.issuers` (README "Machine clients"): whose JWT access tokens a bearer route accepts. */
+/**
+ * One entry of `sites` (README "Several sites"): a host the gateway serves
+ * with its own routes, cookies and CSRF origin; sign-in happens on publicUrl's host.
+ */
+const SiteSchema = Type.Object(
+  {
+    /** The host name browsers use (`app.example.com`), optionally with a port; without one, any port matches. The scheme is publicUrl's. */
+    host: Type.String({
+      pattern: '^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\\.)*[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\\.?(?::[0-9]{1,5})?$|^\\[[0-9A-Fa-f:.]+\\](?::[0-9]{1,5})?$',
+      maxLength: 253,
+      errorMessage: 'must be a host name such as app.example.com (optionally with :port), without a scheme or path',
+    }),
+    /** The site's routes (README "Routes"). */
+    routes: Type.Array(RouteSchema, { minItems: 1, errorMessage: 'must be a list of routes, each with path and upstream' }),
+    /** The provider the site signs in with: a name of `providers`; absent, the top-level `provider`. */
+    provider: Type.Optional(Type.String({ minLength: 1, errorMessage: 'must be the name of a provider' })),
+  },
+  { additionalProperties: false, errorMessage: 'must be a mapping with host and routes (and optionally provider)' },
+);
+
 const MachineIssuerSchema = Type.Object(
   {
     /** The JWT's `iss`, compared exactly. */
@@ -280,6 +300,8 @@ export const ConfigSchema = Type.Object(
     upstream: text('http://127.0.0.1:3000'),
     /** Several upstreams and per-path auth (README "Routes"); without it every path goes to `upstream` with `auth: required`. */
     routes: Type.Optional(Type.Array(RouteSchema, { minItems: 1, errorMessage: 'must be a list of routes, each with path and upstream' })),
+    /** Several hosts in one deployment (README "Several sites"); without it the gateway serves publicUrl's host alone. */
+    sites: Type.Optional(Type.Array(SiteSchema, { minItems: 1, errorMessage: 'must be a list of sites, each with host and routes' })),
     session: section({
       cookieName: Type.String({
         pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$",
@@ -412,6 +434,7 @@ export const ConfigSchema = Type.Object(
 /** The validated configuration, durations in seconds. */
 export type Config = StaticDecode<typeof ConfigSchema>;
 export type RouteConfig = StaticDecode<typeof RouteSchema>;
+export type SiteConfig = StaticDecode<typeof SiteSchema>;
 export type MachineIssuerConfig = StaticDecode<typeof MachineIssuerSchema>;
 export type ProviderConfig = StaticDecode<typeof ProviderSchema>;
 

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Config, RouteConfig, TokenTargetConfig } from './schema.js';
+import type { RouteConfig, TokenTargetConfig } from './schema.js';
 
 /**
  * A token the gateway obtains for the upstreams of some routes rather than
@@ -62,7 +62,7 @@ export function targetKey(token: TokenTargetConfig): string {
  * for the same grant share one target, whose name is the first given.
  * @example compileTokenTargets(config).byRoute[0]?.label // 'https://orders.example.com'
  */
-export function compileTokenTargets(config: Pick<Config, 'routes'>): { targets: readonly TokenTarget[]; byRoute: ReadonlyArray<TokenTarget | undefined> } {
+export function compileTokenTargets(config: { readonly routes?: readonly RouteConfig[] | undefined }): { targets: readonly TokenTarget[]; byRoute: ReadonlyArray<TokenTarget | undefined> } {
   const byKey = new Map<string, TokenTarget>();
   const byRoute = (config.routes ?? []).map((route: RouteConfig) => {
     const token = route.token;

@@ -6,6 +6,12 @@ export interface OriginalRequest {
   url: string;
   /** Path alone. */
   path: string;
+  /**
+   * The host the proxy names (X-Forwarded-Host, or the host of an absolute
+   * X-Original-URL): what picks the site (README "Several sites"); undefined
+   * when neither names one, null when they disagree or X-Forwarded-Host came twice.
+   */
+  host: string | null | undefined;
 }
 
 /** Headers that describe the original request ambiguously: answered 400, nothing guessed. */
@@ -52,9 +58,12 @@ export function originalRequest(headers: DistinctHeaders, fallbackMethod: string
   }
   if (uris.length === 0) return { ok: false, reason: 'the proxy sent neither X-Forwarded-Uri nor X-Original-URL with a path' };
   if (uris.some((url) => url !== uris[0])) return { ok: false, reason: 'X-Forwarded-Uri and X-Original-URL name different requests' };
+  const forwardedHost = one(headers, 'x-forwarded-host');
+  const urlHost = isGiven(originalUrl) ? ABSOLUTE_HOST.exec(originalUrl)?.[1] : undefined;
+  const hosts = [forwardedHost, urlHost].filter(isGiven).map((host) => host.toLowerCase());
   const url = uris[0]!;
   const query = url.indexOf('?');
-  return { ok: true, method: methods[0] ?? fallbackMethod.toUpperCase(), url, path: query < 0 ? url : url.slice(0, query) };
+  return { ok: true, method: methods[0] ?? fallbackMethod.toUpperCase(), url, path: query < 0 ? url : url.slice(0, query), host: forwardedHost === null || (hosts.length > 1 && hosts[0] !== hosts[1]) ? null : hosts[0] };
 }
 
 /** The header's one value; null when it was given more than once. */
@@ -71,6 +80,8 @@ function isGiven(value: string | undefined | null): value is string {
 
 /** An absolute http(s) URI: its path and query are read as they are written (no dot segment resolved). */
 const ABSOLUTE = /^https?:\/\/[^/?#]*([^#]*)/i;
+/** The host (and port) of an absolute http(s) URI, without user information. */
+const ABSOLUTE_HOST = /^https?:\/\/(?:[^/?#@]*@)?([^/?#@]*)/i;
 
 /** `/a?b` as it is; `https://host/a?b` -> `/a?b` (the host is the proxy's business); anything else undefined. */
 function pathAndQuery(uri: string): string | undefined {

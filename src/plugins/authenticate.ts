@@ -2,7 +2,6 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { LRUCache } from 'lru-cache';
 import type { GatewayContext } from '../context.js';
 import { gatehouseError, isGatehouseError, type GatehouseError } from '../errors.js';
-import { requestCheck } from '../http/csrf.js';
 import { hasBody, isNavigation } from '../http/request-kind.js';
 import { resolveCached, resolveStored, type ResolvedSession } from '../access/resolve.js';
 import { admit, admitFresh, refusedUser, type Admission } from '../access/admission.js';
@@ -47,8 +46,9 @@ export function createAuthenticate(
   refusedAfterRetry: LRUCache<string, string>,
   gatewayPaths: ReadonlySet<string>,
 ): PreHandler {
-  const { cookies, refresher, targetTokens, dpop, routes, crossSite, clock, errorResponse, links, bearer } = context;
-  const isCrossSite = requestCheck(crossSite);
+  const { cookies, refresher, targetTokens, dpop, routes, clock, errorResponse, links, bearer } = context;
+  /** The cross-site rule for a request of publicUrl's host, or of the site its host chose (README "Several sites"). */
+  const isCrossSite = (request: FastifyRequest): boolean => (request.site ?? context.site).crossSite(request.method, request.headers);
 
   function authenticate(request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void): void {
     const exchange = exchangeOf(request);
@@ -161,7 +161,7 @@ export function createAuthenticate(
 
   /** The request's view and its Exchange; throws the 400 or 404 that ends it. */
   function exchangeOf(request: FastifyRequest): Exchange {
-    const view = requestView(routes, request.url, request.method);
+    const view = requestView(request.site === null ? routes : request.site.routes, request.url, request.method);
     if (!isRequestView(view)) throw view;
     if (gatewayPaths.has(view.match)) throw METHOD_NOT_ALLOWED;
     const exchange: Exchange = {
@@ -304,7 +304,10 @@ export function createAuthenticate(
       return errorResponse.send(request, reply, gatehouseError('GH_ERR_COOKIE_REFUSED'), links.signInFor(request));
     }
     if (hasSessionCookie) cookies.clearSession(reply);
-    return reply.header('cache-control', 'no-store').redirect(links.signIn(`${links.basePath}${request.url}`).href, 302);
+    const site = request.site;
+    // A site's browser signs in on publicUrl's host and comes back to the full site URL (README "Several sites").
+    const href = site === null || site.signIn ? links.signIn(`${links.basePath}${request.url}`).href : `${context.site.origin}${links.signIn(`${site.origin}${request.url}`).href}`;
+    return reply.header('cache-control', 'no-store').redirect(href, 302);
   }
 
   return authenticate;

@@ -202,7 +202,7 @@ export const proxyPlugin = fp<{ gatewayPaths: ReadonlySet<string> }>(
 
     /** What the upstream receives (src/access/upstream-identity.ts): the same rules as an upgrade's handshake. */
     function rewriteRequestHeaders(request: FastifyRequest, incoming: IncomingHttpHeaders): IncomingHttpHeaders {
-      return upstreamHeaders.forUpstream(incoming, request.socket.remoteAddress ?? '', clientAddressing.forwardedFor(request), request.id, request.exchange!);
+      return upstreamHeaders.forUpstream(incoming, request.socket.remoteAddress ?? '', clientAddressing.forwardedFor(request), request.id, request.exchange!, request.site);
     }
 
     function rewriteHeaders(incoming: IncomingHttpHeaders, request: FastifyRequest): OutgoingHttpHeaders {

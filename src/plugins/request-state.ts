@@ -2,6 +2,7 @@ import fp from 'fastify-plugin';
 import type { UpstreamPass } from '../access/upstream-identity.js';
 import type { Route } from '../routing/route-table.js';
 import type { DpopKey, SessionRecord } from '../session/store.js';
+import type { Site } from '../access/sites.js';
 
 /** What the proxy keeps of one request while it is under way: one object per proxied request. */
 export interface Exchange extends UpstreamPass {
@@ -37,6 +38,8 @@ declare module 'fastify' {
     userId: string | undefined;
     /** `bearer` when a machine client's own token admitted the request (README "Machine clients"), for the access log. */
     auth: 'bearer' | undefined;
+    /** With `sites`: the site the request's host chose (src/plugins/site-host.ts); null without `sites` (every request is publicUrl's). */
+    site: Site | null;
   }
 }
 
@@ -50,6 +53,7 @@ export const requestStatePlugin = fp(
     fastify.decorateRequest('exchange', null);
     fastify.decorateRequest('userId', undefined);
     fastify.decorateRequest('auth', undefined);
+    fastify.decorateRequest('site', null);
   },
   { name: 'gatehouse-request-state', fastify: '5.x' },
 );

@@ -7,6 +7,7 @@ import { safeReturnTo } from '../oauth/return-to.js';
 import { resolveSessionId } from '../access/resolve.js';
 import { admitFresh, refusedUser, type Admission } from '../access/admission.js';
 import { isRequestView, requestView } from '../access/request-view.js';
+import type { Site } from '../access/sites.js';
 import { UpstreamHeaders, callerIdentity, upstreamAssertion, upstreamToken, withAssertion } from '../access/upstream-identity.js';
 import type { Link } from '../http/error-response.js';
 import { bearerChallenge, bearerToken, callerForbidden } from '../access/bearer.js';
@@ -31,7 +32,7 @@ const METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
  */
 export async function forwardAuthRoute(fastify: FastifyInstance): Promise<void> {
   const context = fastify.gatehouse;
-  const { config, routes, cookies, crossSite: isCrossSite, errorResponse, bearer } = context;
+  const { config, sites, cookies, errorResponse, bearer } = context;
   const { trustedProxies, redirect } = config.forwardAuth;
   if (trustedProxies === undefined) return;
   const proxies = new AddressList(trustedProxies);
@@ -55,8 +56,13 @@ export async function forwardAuthRoute(fastify: FastifyInstance): Promise<void> 
         if (!original.ok) return refuse(request, reply, gatehouseError('GH_ERR_REQUEST_INVALID', { detail: original.reason }));
         // The access log names the request that was decided, not only /forward-auth (README "Observe").
         request.decided = original;
+        // With `sites`, the original request's host picks the site and its routes (README "Several sites").
+        const site = sites.several ? (original.host === null ? null : sites.byHost(original.host ?? request.headers.host)) : context.site;
+        if (site === null) return refuse(request, reply, gatehouseError('GH_ERR_REQUEST_INVALID', { detail: 'X-Forwarded-Host and X-Original-URL name different hosts' }));
+        if (site === undefined) return refuse(request, reply, 'GH_ERR_SITE_UNKNOWN');
+        const isCrossSite = site.crossSite;
         // The path rule and the route table, as for a proxied request: the decision is on the path the upstream reads.
-        const view = requestView(routes, original.url, original.method);
+        const view = requestView(site.routes, original.url, original.method);
         if (!isRequestView(view)) return refuse(request, reply, view);
         const { route } = view;
         if (route.auth === 'public') return pass(request, reply, NOTHING_ASSERTED);
@@ -101,10 +107,10 @@ export async function forwardAuthRoute(fastify: FastifyInstance): Promise<void> 
           if (route.auth === 'optional') return pass(request, reply, NOTHING_ASSERTED);
           if (redirect && (original.method === 'GET' || original.method === 'HEAD') && isNavigation(request)) {
             // publicUrl, never the proxy's X-Forwarded-Host: a foreign host never becomes a redirect target (README "What the browser sees").
-            return reply.redirect(`${loginUrl}?returnTo=${encodeURIComponent(safeReturnTo(original.url))}`, 302);
+            return reply.redirect(`${loginUrl}?returnTo=${encodeURIComponent(returnToOf(site, original.url))}`, 302);
           }
           // The sign-in page's link comes back to the original page, through publicUrl as the redirect does.
-          return refuse(request, reply, 'GH_ERR_SESSION_REQUIRED', { href: `${loginUrl}?returnTo=${encodeURIComponent(safeReturnTo(original.url))}`, text: 'Sign in' });
+          return refuse(request, reply, 'GH_ERR_SESSION_REQUIRED', { href: `${loginUrl}?returnTo=${encodeURIComponent(returnToOf(site, original.url))}`, text: 'Sign in' });
         }
         request.userId = admission.user;
         if (admission.verdict === 'forbidden') return refuse(request, reply, gatehouseError('GH_ERR_NOT_ALLOWED', { detail: refusedUser(route, admission) }), context.links.signOut);
@@ -151,6 +157,12 @@ export async function forwardAuthRoute(fastify: FastifyInstance): Promise<void> 
     if (challenge !== undefined) reply.header('www-authenticate', challenge);
     return errorResponse.send(request, reply, refusal, link);
   }
+}
+
+/** Where sign-in comes back to: the original path on publicUrl's host, the full URL on a site's (README "Several sites"). */
+function returnToOf(site: Site, url: string): string {
+  const path = safeReturnTo(url);
+  return site.signIn ? path : `${site.origin}${path}`;
 }
 
 /** `/api/x?y` of `/forward-auth/api/x?y`; undefined for the endpoint itself. */

@@ -69,16 +69,16 @@ export const DEFAULT_ASSERTION_HEADER = 'x-gatehouse-assertion';
 const ONE_ROUTE_LABEL = 'proxy';
 
 /**
- * Compiles `routes`, or the one-route form `{path: /, upstream, auth: required}`.
+ * Compiles `routes` (or a site's, README "Several sites"), or the one-route form `{path: /, upstream, auth: required}`.
  * The config has passed `check`, so every upstream is an absolute http(s) URL.
  * @example compileRoutes(config).match('/api/orders/7')?.origin // 'http://orders:8080'
  */
-export function compileRoutes(config: Config): RouteTable {
-  const entries: readonly RouteConfig[] = config.routes ?? [
+export function compileRoutes(config: Config, given: readonly RouteConfig[] | undefined = config.routes): RouteTable {
+  const entries: readonly RouteConfig[] = given ?? [
     { path: '/', upstream: config.upstream, stripPrefix: false, auth: 'required', onUnauthenticated: 'auto', headers: {}, websocket: false, accept: ['session'], timeout: 30 },
   ];
-  const { targets, byRoute } = compileTokenTargets(config);
-  const routes = entries.map((entry, index) => compileRoute(entry, config.routes === undefined ? ONE_ROUTE_LABEL : undefined, byRoute[index], config.session.cacheSize));
+  const { targets, byRoute } = compileTokenTargets({ routes: given });
+  const routes = entries.map((entry, index) => compileRoute(entry, given === undefined ? ONE_ROUTE_LABEL : undefined, byRoute[index], config.session.cacheSize));
   routes.sort((a, b) => b.path.length - a.path.length);
   // An assertion header is the gateway's on every route, whichever route sends one (README "Identity assertion").
   const identityHeaderNames = new Set([

@@ -11,6 +11,7 @@ import { normalPath } from '../http/request-path.js';
 import { resolveSessionId, type ResolvedSession } from '../access/resolve.js';
 import { admitFresh, refusedUser, type Admission } from '../access/admission.js';
 import { isRequestView, requestView, type RequestView } from '../access/request-view.js';
+import type { RouteTable } from '../routing/route-table.js';
 import { ANONYMOUS, UpstreamHeaders, callerIdentity, upstreamAssertion, upstreamProof, upstreamToken, upstreamUrl, withAssertion, type UpstreamPass } from '../access/upstream-identity.js';
 import { isUnder } from '../config/route-paths.js';
 import { bearerChallenge, bearerToken, callerForbidden, type CallerAdmission } from '../access/bearer.js';
@@ -47,7 +48,7 @@ const WEBSOCKET_KEY = /^[A-Za-z0-9+/]{22}==$/;
  * upstream's status.
  */
 export function proxyWebSockets(server: Server, context: GatewayContext, sockets: OpenSockets, log: FastifyBaseLogger): void {
-  const { routes, cookies, clock, site, dpop, clientAddressing: addressing, bearer } = context;
+  const { cookies, clock, dpop, clientAddressing: addressing, bearer } = context;
   // ws closes a socket whose peer sends a larger message with 1009 before holding it whole.
   const maxPayload = context.config.limits.websocketMessageBytes;
   const browserSide = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload });
@@ -71,9 +72,12 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
   });
 
   async function upgrade(request: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    // With `sites`, the host picks the route table; a host no site has gets 404 and nothing goes upstream (README "Several sites").
+    const site = context.sites.of(request.headers, request.socket.remoteAddress);
+    if (site === undefined) throw gatehouseError('GH_ERR_SITE_UNKNOWN');
     const invalid = handshakeProblem(request);
     if (invalid !== undefined) throw gatehouseError('GH_ERR_REQUEST_INVALID', { detail: invalid });
-    const view = viewOf(request.url!);
+    const view = viewOf(request.url!, site.routes);
     const { route } = view;
     const token = route.auth !== 'public' && route.acceptsBearer ? bearerToken(request.headers.authorization) : undefined;
     // Browsers always send Origin on an upgrade: a missing or foreign one is cross-site WebSocket hijacking.
@@ -103,7 +107,7 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
       // Closed before the upgrade completed (refused, failed, or the browser went away): the slot goes back.
       if (!upgraded) release();
     });
-    const headers = upstreamHeaders.forUpstream(request.headers, peer, forwardedFor, requestId(request), pass);
+    const headers = upstreamHeaders.forUpstream(request.headers, peer, forwardedFor, requestId(request), pass, site);
     target.protocol = target.protocol === 'https:' ? 'wss:' : 'ws:';
     const upstream = new WebSocket(target, offeredProtocols(request.headers['sec-websocket-protocol']), {
       headers: singleValued(headers),
@@ -149,7 +153,7 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
   }
 
   /** The request's view; throws the 400 (the path rule, a gateway path, a route without `websocket`) or 404. */
-  function viewOf(target: string): RequestView {
+  function viewOf(target: string, routes: RouteTable): RequestView {
     // The gateway's own paths come before every route, for an upgrade as for a request: a `/` route never gets them.
     const query = target.indexOf('?');
     const normal = normalPath(query < 0 ? target : target.slice(0, query));

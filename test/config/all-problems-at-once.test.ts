@@ -39,7 +39,7 @@ t.test('schema problems and problems between keys are reported together', async 
     'provider.clientSecret: required with clientAuthMethod client_secret_post',
     'provider.issuer: must use https (http is allowed only on localhost, 127.0.0.0/8 and [::1])',
     'server.port: must be a port number (0 to 65535)',
-    'server.publicUrl: must use https on app.example.com (http is allowed only on localhost, 127.0.0.0/8 and [::1]); terminate TLS in front of gatehouse and give the https URL browsers use',
+    'server.publicUrl: must use https on app.example.com (http is allowed only on localhost, *.localhost, 127.0.0.0/8 and [::1]); terminate TLS in front of gatehouse and give the https URL browsers use',
     'session.cookieSameSite: none requires a Secure cookie (an https publicUrl or session.cookieSecure: true)',
     'session.encryptionKeys[1]: must be base64 of exactly 32 bytes, got 5 (generate one with: openssl rand -base64 32)',
     'session.store: must be memory://, sqlite://PATH, redis://HOST:PORT/DB, rediss://HOST:PORT/DB, redis+sentinel://HOST:PORT[,HOST:PORT…]/MASTER[/DB] or redis+cluster://HOST:PORT[,HOST:PORT…] (rediss+ for TLS)',

@@ -12,7 +12,7 @@ import { problemsOf, withKeys } from './config-helpers.js';
 t.test('an http publicUrl on a host other than loopback is refused: the session cookie would not be Secure', async (t) => {
   for (const host of ['app.example.com', '10.0.0.7', 'gateway']) {
     t.strictSame(problemsOf(withKeys({ server: { publicUrl: `http://${host}:8080` } })), [
-      `server.publicUrl: must use https on ${host} (http is allowed only on localhost, 127.0.0.0/8 and [::1]); terminate TLS in front of gatehouse and give the https URL browsers use`,
+      `server.publicUrl: must use https on ${host} (http is allowed only on localhost, *.localhost, 127.0.0.0/8 and [::1]); terminate TLS in front of gatehouse and give the https URL browsers use`,
     ]);
   }
   for (const url of ['http://localhost:8080', 'http://127.0.0.1:8080', 'http://[::1]:8080', 'https://app.example.com']) {

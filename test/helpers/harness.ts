@@ -61,6 +61,8 @@ export interface HarnessOptions {
   extraScopes?: AuthorizationServerOptions['extraScopes'];
   /** Two sign-in strengths at the AS (`acr` with and without a one-time code), for step-up tests. */
   signInLevels?: AuthorizationServerOptions['signInLevels'];
+  /** Host name of publicUrl (default `127.0.0.1`): `auth.localhost` for a sign-in host of several sites (README "Several sites"); the gateway still listens on 127.0.0.1. */
+  publicHost?: string;
 }
 
 /** A real AS (behind a switchable proxy), a real upstream and a gateway, all on loopback. */
@@ -95,7 +97,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   const dir = mkdtempSync(join(tmpdir(), 'gatehouse-test-'));
   const asProxy = await SwitchableProxy.start();
   const port = await freePort();
-  const publicUrl = `http://127.0.0.1:${port}`;
+  const publicUrl = `http://${options.publicHost ?? '127.0.0.1'}:${port}`;
   const clientSecret = randomBytes(16).toString('base64url');
   const keyed = options.authMethod === 'private_key_jwt';
   const clientKey = keyed ? clientKeyPair(options.clientKeyType ?? 'ec') : undefined;

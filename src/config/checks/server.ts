@@ -41,7 +41,7 @@ export const SERVER_RULES: readonly Rule[] = [
       // TLS is terminated in front of gatehouse, and publicUrl is what the browser sees (README "TLS").
       if (url.protocol === 'http:' && !isLoopbackHost(url.hostname)) {
         return [
-          `server.publicUrl: must use https on ${url.hostname} (http is allowed only on localhost, 127.0.0.0/8 and [::1]); terminate TLS in front of gatehouse and give the https URL browsers use`,
+          `server.publicUrl: must use https on ${url.hostname} (http is allowed only on localhost, *.localhost, 127.0.0.0/8 and [::1]); terminate TLS in front of gatehouse and give the https URL browsers use`,
         ];
       }
       return [];
