@@ -60,3 +60,12 @@ t.test('a host that is not a host name is refused by the schema', async (t) => {
   t.match(problemsOf(keys({ sites: [{ host: 'app.example.com' }] })), [/^sites\[0\]/], 'routes are required');
   t.match(problemsOf(keys({ sites: [] })), [/^sites: must be a list of sites/]);
 });
+
+t.test('a site naming a provider that is not configured is refused; default and a configured name are accepted', async (t) => {
+  t.strictSame(problemsOf(keys({ server: { publicUrl: 'https://auth.example.com' }, sites: [{ host: 'app.example.com', provider: 'partners', routes: [route] }] })), [
+    'sites[0].provider: partners is not a provider; name an entry of providers, or leave it out for provider',
+  ]);
+  t.equal(loadConfig(keys({ server: { publicUrl: 'https://auth.example.com' }, sites: [{ host: 'app.example.com', provider: 'default', routes: [route] }] }), {}).sites?.[0]?.provider, 'default');
+  const document = { ...keys({ server: { publicUrl: 'https://auth.example.com' }, sites: [{ host: 'app.example.com', provider: 'partners', routes: [route] }] }), providers: { partners: { issuer: 'https://partners.example.com', clientId: 'gh', clientSecret: 'partners-secret' } } };
+  t.equal(loadConfig(document, {}).sites?.[0]?.provider, 'partners');
+});

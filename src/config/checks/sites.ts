@@ -53,6 +53,16 @@ export const SITE_RULES: readonly Rule[] = [
     },
   },
   {
+    reads: ['providers'],
+    check({ sites = [], providers = {} }) {
+      return sites.flatMap((site, index) =>
+        site.provider === undefined || site.provider === 'default' || Object.hasOwn(providers, site.provider)
+          ? []
+          : [`sites[${index}].provider: ${site.provider} is not a provider; name an entry of providers, or leave it out for provider`],
+      );
+    },
+  },
+  {
     reads: [],
     check(config: Config) {
       return (config.sites ?? []).flatMap((site, index) =>
