@@ -72,7 +72,7 @@ export function upstreamToken(route: Route, admission: Admission | CallerAdmissi
  * a token target; '' without DPoP, or for a record from before `dpop` was
  * turned on, whose Bearer token is sent as such until its refresh binds a key.
  */
-export async function upstreamProof(dpop: DpopKeys | undefined, tokens: TokenRecord, method: string, target: URL, targetToken?: TargetToken): Promise<string> {
+export function upstreamProof(dpop: DpopKeys | undefined, tokens: TokenRecord, method: string, target: URL, targetToken?: TargetToken): string {
   if (dpop === undefined || tokens.dpopKey === undefined) return '';
   // A target token goes with a proof only when it was issued bound to the key (its grant carried a proof).
   if (targetToken !== undefined) return targetToken.bound === true ? dpop.proof(tokens.dpopKey, method, target, targetToken.accessToken) : '';

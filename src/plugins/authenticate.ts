@@ -85,8 +85,7 @@ export function createAuthenticate(
       const resolved = resolveCached(context, request.cookies[cookies.sessionName], now);
       // A route with a token target is decided here only with its token fresh too (README "A token for each API").
       const target = resolved == null || route.target === undefined ? undefined : targetTokens.peek(resolved.tokens, route.target, now);
-      // A DPoP proof is signed asynchronously: such a request always takes the async path.
-      if (resolved == null || dpop || !refresher.isFresh(resolved.tokens, now) || (route.target !== undefined && target === undefined)) {
+      if (resolved == null || !refresher.isFresh(resolved.tokens, now) || (route.target !== undefined && target === undefined)) {
         authenticateUser(request, reply, exchange, resolved, now).then((answered) => {
           if (answered === undefined) exchange.startedAt = process.hrtime.bigint();
           done();
@@ -97,6 +96,11 @@ export function createAuthenticate(
       enter(request, reply, exchange, resolved);
       const admission = admit(route, resolved, resolved.tokens, now, target);
       if (pass(request, reply, exchange, admission, resolved.tokens) !== undefined) return;
+      // A DPoP proof is signed synchronously (src/oauth/dpop.ts): it keeps the hot path.
+      if (dpop && exchange.token !== '') {
+        exchange.proof = upstreamProof(dpop, admission.tokens, request.method, upstreamUrl(route, exchange.path), admission.target);
+        exchange.dpopKey = admission.tokens.dpopKey;
+      }
       if (route.assertion !== undefined) {
         proceedWithAssertion(exchange, upstreamAssertion(context, route, resolved.hash, admission, now), done);
         return;
@@ -227,7 +231,7 @@ export function createAuthenticate(
     }
     const answered = pass(request, reply, exchange, admission, resolved.tokens);
     if (answered === undefined && dpop && exchange.token !== '') {
-      exchange.proof = await upstreamProof(dpop, admission.tokens, request.method, upstreamUrl(route, exchange.path), admission.target);
+      exchange.proof = upstreamProof(dpop, admission.tokens, request.method, upstreamUrl(route, exchange.path), admission.target);
       exchange.dpopKey = admission.tokens.dpopKey;
     }
     if (answered === undefined && route.assertion !== undefined) {

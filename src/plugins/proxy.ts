@@ -154,7 +154,7 @@ export const proxyPlugin = fp<{ gatewayPaths: ReadonlySet<string> }>(
       request.log.info({ userId: request.userId, endpoint: exchange.route.origin }, 'upstream asked for a DPoP nonce: sending the request once more with it');
       try {
         // A proof is good for one request (its jti): the retry gets its own, with the origin's nonce now cached.
-        exchange.proof = await dpop!.proof(exchange.dpopKey!, request.method, upstreamUrl(exchange.route, exchange.path), exchange.token);
+        exchange.proof = dpop!.proof(exchange.dpopKey!, request.method, upstreamUrl(exchange.route, exchange.path), exchange.token);
       } catch (err) {
         reply.send(err);
         return;
@@ -180,7 +180,7 @@ export const proxyPlugin = fp<{ gatewayPaths: ReadonlySet<string> }>(
           exchange.token = tokens.accessToken;
           // A proof is good for one request (its jti): the retry gets its own.
           if (dpop) {
-            exchange.proof = await upstreamProof(dpop, tokens, request.method, upstreamUrl(exchange.route, exchange.path));
+            exchange.proof = upstreamProof(dpop, tokens, request.method, upstreamUrl(exchange.route, exchange.path));
             exchange.dpopKey = tokens.dpopKey;
           }
         } else {
@@ -188,7 +188,7 @@ export const proxyPlugin = fp<{ gatewayPaths: ReadonlySet<string> }>(
           const grant = await targetTokens.replace(exchange.userKey, target, exchange.token, request.log);
           exchange.token = grant.token.accessToken;
           if (dpop) {
-            exchange.proof = await upstreamProof(dpop, grant.record, request.method, upstreamUrl(exchange.route, exchange.path), grant.token);
+            exchange.proof = upstreamProof(dpop, grant.record, request.method, upstreamUrl(exchange.route, exchange.path), grant.token);
             exchange.dpopKey = grant.record.dpopKey;
           }
         }

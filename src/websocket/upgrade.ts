@@ -196,7 +196,7 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
   async function passFor(view: RequestView, session: SignedIn, target: URL): Promise<UpstreamPass> {
     const { admission, resolved } = session;
     const token = upstreamToken(view.route, admission);
-    const proof = token === '' ? '' : await upstreamProof(dpop, admission.tokens, 'GET', target, admission.target);
+    const proof = token === '' ? '' : upstreamProof(dpop, admission.tokens, 'GET', target, admission.target);
     const assertion = upstreamAssertion(context, view.route, resolved.hash, admission, clock.now());
     return { identity: assertion === undefined ? admission.identity : withAssertion(admission.identity, view.route, await assertion), token, proof };
   }

@@ -10,6 +10,7 @@ import { startDpopUpstream, type DpopUpstream } from '../helpers/dpop-upstream.j
 import { storedTokens } from '../helpers/refresh.js';
 import { TestClock } from '../helpers/clock.js';
 import { DpopKeys } from '../../src/oauth/dpop.js';
+import { EmbeddedJWK, calculateJwkThumbprint, jwtVerify, type JWK } from 'jose';
 
 /**
  * README "Client authentication and sender-constrained tokens", DPoP (RFC
@@ -182,4 +183,32 @@ t.test('with dpop, a Bearer token from the AS is an AS error (503), never a sile
   t.equal(callback.headers.getSetCookie().some((c) => c.startsWith('session_id=') && !c.startsWith('session_id=;')), false, 'no session');
   t.ok(h.logs.some((line) => line.msg === 'token response unusable' && String(line.tokenType).toLowerCase() === 'bearer'), 'the log names the token type');
   t.equal(upstream.checks.length, 0, 'nothing reached the upstream');
+});
+
+t.test('every proxied request gets its own proof, which jose verifies: fresh jti and iat, htm/htu/ath of that request and token', async (t) => {
+  const { h, upstream } = await dpopHarness(t);
+  const watch = watchTokenEndpoint(h.as);
+  const { cookie } = await signIn(h.url, { user: 'alice' });
+  const token = watch.issued.at(-1)!.accessToken!;
+  const jkt = thumbprint((await storedTokens(h, 'alice'))!.dpopKey!);
+  const before = upstream.checks.length;
+  const paths = Array.from({ length: 40 }, (_, i) => `/api/n${i % 4}`);
+  const answers = await Promise.all(
+    paths.map((path, i) => fetch(`${h.url}${path}?i=${i}`, { method: i % 2 === 0 ? 'GET' : 'POST', headers: { cookie, origin: h.url }, body: i % 2 === 0 ? undefined : 'x' })),
+  );
+  t.same(answers.map((answer) => answer.status), paths.map(() => 200), 'the validating upstream accepted every request');
+  const checks = upstream.checks.slice(before);
+  t.equal(checks.length, paths.length);
+  const jtis = new Set<string>();
+  const ath = createHash('sha256').update(token).digest('base64url');
+  for (const check of checks) {
+    const { payload, protectedHeader } = await jwtVerify(check.proof!, EmbeddedJWK, { typ: 'dpop+jwt', algorithms: ['ES256'], maxTokenAge: 5 });
+    t.equal(await calculateJwkThumbprint(protectedHeader.jwk as JWK), jkt, 'signed with the key the token is bound to');
+    t.equal(payload.htm, check.method);
+    t.equal(payload.htu, `${upstream.url}${check.path.split('?')[0]}`, 'htu without the query');
+    t.equal(payload.ath, ath);
+    t.ok(Math.abs(Date.now() / 1000 - payload.iat!) <= 5, 'iat is now');
+    jtis.add(payload.jti!);
+  }
+  t.equal(jtis.size, checks.length, 'no two proofs share a jti');
 });
