@@ -1,6 +1,7 @@
 import pino, { type DestinationStream, type Logger } from 'pino';
 import type { FastifyRequest } from 'fastify';
 import type { Pseudonymizer } from './pseudonym.js';
+import { StdoutLog } from './stdout-log.js';
 
 /**
  * JSON logs without secrets. Requests are logged by path only: a query
@@ -25,34 +26,8 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
         userId: unkeyedUser,
       },
     },
-    destination ?? bufferedStdout(),
+    destination ?? new StdoutLog(),
   );
-}
-
-/** How long a line may wait in the stdout buffer when fewer than BUFFER_BYTES follow it. */
-const FLUSH_INTERVAL_MS = 100;
-const BUFFER_BYTES = 8 * 1024;
-
-/**
- * Standard output, written asynchronously in blocks of BUFFER_BYTES and at
- * least every FLUSH_INTERVAL_MS: one access-log line per request would
- * otherwise cost a write system call (a thread-pool round trip) each
- * (BENCHMARKS.md "Access log"). pino writes what is pending when the process exits.
- */
-function bufferedStdout(): DestinationStream {
-  const stdout = pino.destination({ dest: 1, sync: false, minLength: BUFFER_BYTES });
-  let pending = false;
-  setInterval(() => {
-    if (!pending) return;
-    pending = false;
-    stdout.flush();
-  }, FLUSH_INTERVAL_MS).unref();
-  return {
-    write(line: string) {
-      pending = true;
-      stdout.write(line);
-    },
-  };
 }
 
 function serializeRequest(request: FastifyRequest): Record<string, unknown> {
