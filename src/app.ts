@@ -19,6 +19,8 @@ import { GatewayCookies } from './http/cookies.js';
 import { cutStalledClients } from './http/stalled-clients.js';
 import { ClientAddressing, trustFunction } from './http/client-address.js';
 import { Sites } from './access/sites.js';
+import { Handoffs } from './oauth/handoff.js';
+import { handoffRoute } from './routes/handoff.js';
 import { siteHostPlugin } from './plugins/site-host.js';
 import type { GatewayContext } from './context.js';
 import { BearerGate } from './access/bearer.js';
@@ -160,6 +162,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
     basePath,
     site,
     sites,
+    handoffs: new Handoffs(store, clock),
     crossSite: site.crossSite,
     clientAddressing,
   };
@@ -206,6 +209,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   await app.register(forwardAuthRoute);
   await app.register(securityEventsRoute);
   await app.register(jwksRoute);
+  await app.register(handoffRoute);
   // Forward-auth only: nothing is proxied, so no token ever goes to an upstream from here.
   if (!config.forwardAuth.only) await app.register(proxyPlugin, { gatewayPaths: new Set(gatewayPaths) });
 

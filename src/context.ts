@@ -17,6 +17,7 @@ import type { ClientAddressing } from './http/client-address.js';
 import type { ErrorResponse, GatewayLinks } from './http/error-response.js';
 import type { BearerGate } from './access/bearer.js';
 import type { Site, Sites } from './access/sites.js';
+import type { Handoffs } from './oauth/handoff.js';
 
 export type { Site } from './access/sites.js';
 
@@ -51,6 +52,8 @@ export interface GatewayContext {
   site: Site;
   /** Host -> site (README "Several sites"); without `sites`, every request is `site`'s. */
   sites: Sites;
+  /** One-time hand-off codes from the sign-in host to a site (README "Several sites"). */
+  handoffs: Handoffs;
   /** The cross-site request rule of SECURITY.md (src/http/csrf.ts) for publicUrl's origin, built once; each site has its own (`Site.crossSite`). */
   crossSite: CrossSiteRule;
   /** `server.trustProxy` applied: the client address and the X-Forwarded-For chain (src/http/client-address.ts). */

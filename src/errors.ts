@@ -42,6 +42,13 @@ const REGISTRY = {
     title: SIGN_IN_FAILED,
     page: 'sign-in-failed',
   },
+  GH_ERR_HANDOFF_INVALID: {
+    status: 400,
+    slug: 'invalid_request',
+    message: 'This sign-in link is not valid here: it was already used, it is older than a minute, or it was made for another site. Please sign in again.',
+    title: SIGN_IN_FAILED,
+    page: 'sign-in-failed',
+  },
   GH_ERR_CALLBACK_DENIED: { status: 400, slug: 'sign_in_failed', message: 'Sign-in did not complete: %s', title: SIGN_IN_FAILED, page: 'sign-in-failed' },
   GH_ERR_CALLBACK_REJECTED: {
     status: 400,

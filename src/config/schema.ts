@@ -347,6 +347,8 @@ export const ConfigSchema = Type.Object(
       jwks: text('/.well-known/jwks.json'),
       /** Where an identity provider pushes Security Event Tokens (RFC 8935; only with securityEvents). */
       securityEvents: text('/security-events'),
+      /** With `sites`: where a site takes the one-time code the sign-in host sends the browser with (README "Several sites"). */
+      handoff: text('/.gatehouse/handoff'),
     }),
     forwardAuth: section({
       /**

@@ -1,3 +1,5 @@
+import type { Site, Sites } from '../access/sites.js';
+
 const MAX_LENGTH = 2048;
 const MAX_DECODE_ROUNDS = 3;
 
@@ -56,4 +58,30 @@ function encodeUnprintable(path: string): string {
     return '/';
   }
   return encoded.length > MAX_LENGTH ? '/' : encoded;
+}
+
+/** Where sign-in returns a browser to on a site (README "Several sites"). */
+export interface SiteReturn {
+  site: Site;
+  /** A path (and query) of the site, by the rules of {@link safeReturnTo}. */
+  path: string;
+}
+
+/**
+ * `value` when it is an absolute URL on a configured site's host (the
+ * scheme publicUrl's, no user information): that site and the path to
+ * return to; undefined for anything else, which {@link safeReturnTo} then
+ * judges as a path of the sign-in host (a foreign URL becomes `/`).
+ * @example siteReturnTo('https://app.example.com/orders?id=7', sites) // { site: app.example.com, path: '/orders?id=7' }
+ */
+export function siteReturnTo(value: unknown, sites: Sites): SiteReturn | undefined {
+  if (!sites.several || typeof value !== 'string' || value.length > MAX_LENGTH || !/^https?:\/\//i.test(value)) return undefined;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return undefined;
+  }
+  const site = sites.ofUrl(url);
+  return site === undefined ? undefined : { site, path: safeReturnTo(`${url.pathname}${url.search}`) };
 }

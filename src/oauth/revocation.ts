@@ -43,7 +43,7 @@ export async function endSessionsAndRevoke(
   log: FastifyBaseLogger,
   userId: string,
   hash: string,
-  selected: (hash: string) => boolean,
+  selected: (hash: string) => boolean | Promise<boolean>,
 ): Promise<EndedSessions | null> {
   await context.store.deleteSession(hash);
   const result = await endSessions(context.store, userId, selected);

@@ -12,6 +12,8 @@ import { userLock } from '../session/keys.js';
 import { sha256Base64url } from '../hash.js';
 import { traceAsCall } from '../tracing/tracing.js';
 import { escapeHtml } from '../http/page-template.js';
+import { siteReturnTo } from '../oauth/return-to.js';
+import { handoffUrl } from '../oauth/handoff.js';
 import { meetsStepUp, stepUpQuery, type SignInStrength } from '../oauth/step-up.js';
 
 /** A user's sessions beyond this many (oldest first) are ended at the next login. */
@@ -32,7 +34,7 @@ type CallbackQuery = Record<string, string | string[] | undefined>;
  * and no session, whatever the authorization request ended up asking for.
  */
 export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
-  const { config, provider, pendingLogins, cookies, store, metrics, redirectUri, clock, dpop, errorResponse, links, sessionHandles } = fastify.gatehouse;
+  const { config, provider, pendingLogins, cookies, store, metrics, redirectUri, clock, dpop, errorResponse, links, sessionHandles, sites, handoffs } = fastify.gatehouse;
   const ttlMs = config.session.ttl * 1000;
   const expectIdToken = provider.isOpenIdProvider && config.provider.scopes.includes('openid');
   const loginHref = links.login;
@@ -111,6 +113,12 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
 
     cookies.setSession(reply, sessionId);
     cookies.setSignedIn(reply, true);
+    // Signing in for a site: on to it with a one-time code; the site sets its own cookie (README "Several sites").
+    const toSite = siteReturnTo(pending.returnTo, sites);
+    if (toSite !== undefined) {
+      const code = await handoffs.issue({ host: toSite.site.name, userId: identity.userId, signIn: hash, returnTo: toSite.path });
+      return reply.redirect(handoffUrl(toSite.site, config.paths.handoff, code), 302);
+    }
     return finish(reply, pending.returnTo);
   });
 

@@ -1,12 +1,16 @@
 import * as oidc from 'openid-client';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { safeReturnTo } from '../oauth/return-to.js';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { safeReturnTo, siteReturnTo } from '../oauth/return-to.js';
+import { handoffUrl } from '../oauth/handoff.js';
+import { resolveSessionId } from '../access/resolve.js';
+import type { Site } from '../access/sites.js';
+import type { RouteTable } from '../routing/route-table.js';
 import { AddressList } from '../http/address-list.js';
 import { originalRequest } from '../http/original-request.js';
 import type { PendingLogin } from '../oauth/pending-login.js';
 import { authorizationUrl as buildAuthorizationUrl, pushesAuthorization } from '../oauth/pushed-authorization.js';
 import { signInAsks } from '../config/token-targets.js';
-import { combineStepUp, parseStepUp, stepUpParameters, type StepUpRequirement } from '../oauth/step-up.js';
+import { combineStepUp, meetsStepUp, parseStepUp, stepUpParameters, type StepUpRequirement } from '../oauth/step-up.js';
 import { gatehouseError } from '../errors.js';
 
 /**
@@ -21,9 +25,10 @@ import { gatehouseError } from '../errors.js';
  * pending login keeps it for the callback to verify.
  */
 export async function loginRoute(fastify: FastifyInstance): Promise<void> {
-  const { config, provider, pendingLogins, cookies, redirectUri, basePath, routes, clock } = fastify.gatehouse;
-  // One consent for every API: the targets' resources and scopes are asked for at sign-in (README "A token for each API").
-  const { scope, resources } = signInAsks(config.provider.scopes, routes.targets);
+  const context = fastify.gatehouse;
+  const { config, provider, pendingLogins, cookies, redirectUri, basePath, routes, clock, sites, handoffs, links } = context;
+  // One consent for every API, on every site: the targets' resources and scopes are asked for at sign-in (README "A token for each API").
+  const { scope, resources } = signInAsks(config.provider.scopes, [...new Map(sites.all.flatMap((site) => site.routes.targets).map((target) => [target.id, target])).values()]);
   const wantsNonce = config.provider.scopes.includes('openid');
   const defaultReturnTo = `${basePath}/`;
   const pushMode = config.provider.pushedAuthorization;
@@ -32,10 +37,22 @@ export async function loginRoute(fastify: FastifyInstance): Promise<void> {
   const ownPath = fastify.gatehouse.links.login;
 
   fastify.get<{ Querystring: Record<string, unknown> }>(config.paths.login, { config: { routeClass: 'login' } }, async (request, reply) => {
+    const site = request.site;
+    // On a site: sign-in happens on publicUrl's host, and comes back to the full site URL (README "Several sites").
+    if (site !== null && !site.signIn) return toSignInHost(request, reply, site);
+    const toSite = siteReturnTo(request.query.returnTo, sites);
+    const requested = toSite === undefined ? safeReturnTo(request.query.returnTo ?? proxiedReturnTo(request)) : toSite.path;
+    const returnTo = toSite !== undefined ? `${toSite.site.origin}${requested}` : requested === '/' ? defaultReturnTo : requested;
+    const stepUp = toSite === undefined ? stepUpOf(request.query, returnTo, routes) : stepUpOf(request.query, requested, toSite.site.routes);
+    if (toSite !== undefined) {
+      // Signed in here already (strongly enough for the page): straight on to the site with a hand-off code.
+      const resolved = await resolveSessionId(context, request.cookies[cookies.sessionName], request.log);
+      if (resolved !== null && (stepUp === undefined || meetsStepUp(stepUp, resolved.session, clock.now()))) {
+        const code = await handoffs.issue({ host: toSite.site.name, userId: resolved.session.userId, signIn: resolved.session.group ?? resolved.hash, returnTo: requested });
+        return reply.header('cache-control', 'no-store').header('referrer-policy', 'no-referrer').redirect(handoffUrl(toSite.site, config.paths.handoff, code), 302);
+      }
+    }
     const configuration = provider.configuration;
-    const requested = safeReturnTo(request.query.returnTo ?? proxiedReturnTo(request));
-    const returnTo = requested === '/' ? defaultReturnTo : requested;
-    const stepUp = stepUpOf(request.query, returnTo);
     const pending: PendingLogin = {
       state: oidc.randomState(),
       codeVerifier: oidc.randomPKCECodeVerifier(),
@@ -69,7 +86,7 @@ export async function loginRoute(fastify: FastifyInstance): Promise<void> {
    * top. Matching `returnTo` here only spares a second sign-in; admission
    * checks every request of the session against its route whatever this found.
    */
-  function stepUpOf(query: Record<string, unknown>, returnTo: string): StepUpRequirement | undefined {
+  function stepUpOf(query: Record<string, unknown>, returnTo: string, table: RouteTable): StepUpRequirement | undefined {
     const given = parseStepUp(query.acr_values, query.max_age);
     if (given === 'invalid') {
       throw gatehouseError('GH_ERR_REQUEST_INVALID', { detail: 'acr_values must be up to 10 acr values separated by spaces, max_age a whole number of seconds' });
@@ -77,7 +94,20 @@ export async function loginRoute(fastify: FastifyInstance): Promise<void> {
     let path = returnTo.startsWith(`${basePath}/`) ? returnTo.slice(basePath.length) : returnTo;
     const queryStart = path.indexOf('?');
     if (queryStart >= 0) path = path.slice(0, queryStart);
-    return combineStepUp(routes.match(path)?.stepUp, given);
+    return combineStepUp(table.match(path)?.stepUp, given);
+  }
+
+  /**
+   * /login asked on a site: the same on publicUrl's host, `returnTo` made the
+   * full URL of this site and the step-up parameters kept.
+   */
+  function toSignInHost(request: FastifyRequest<{ Querystring: Record<string, unknown> }>, reply: FastifyReply, site: Site): FastifyReply {
+    const query = new URLSearchParams({ returnTo: `${site.origin}${safeReturnTo(request.query.returnTo ?? proxiedReturnTo(request))}` });
+    for (const name of ['acr_values', 'max_age']) {
+      const value = request.query[name];
+      if (typeof value === 'string') query.set(name, value);
+    }
+    return reply.header('cache-control', 'no-store').redirect(`${context.site.origin}${links.login}?${query.toString()}`, 302);
   }
 
   /**

@@ -1,7 +1,6 @@
 import * as oidc from 'openid-client';
 import type { FastifyInstance, FastifyRequest, RawRequestDefaultExpression } from 'fastify';
 import { gatehouseError } from '../errors.js';
-import { requestCheck } from '../http/csrf.js';
 import { resolveSessionId, type ResolvedSession } from '../access/resolve.js';
 import { endSessionsAndRevoke } from '../oauth/revocation.js';
 
@@ -15,8 +14,9 @@ import { endSessionsAndRevoke } from '../oauth/revocation.js';
  */
 export async function logoutRoute(fastify: FastifyInstance): Promise<void> {
   const { config, provider, store, cookies, basePath } = fastify.gatehouse;
-  const isCrossSite = requestCheck(fastify.gatehouse.crossSite);
-  const publicOrigin = fastify.gatehouse.site.origin;
+  const { sites } = fastify.gatehouse;
+  /** The CSRF rule of the request's site (README "Several sites"), publicUrl's without `sites`. */
+  const isCrossSite = (request: FastifyRequest): boolean => (request.site ?? fastify.gatehouse.site).crossSite(request.method, request.headers);
   const postLogoutRedirectUri = config.provider.postLogoutRedirectUri ?? `${config.server.publicUrl.replace(/\/$/, '')}/`;
 
   // A sign-out button is usually an HTML form: it posts
@@ -42,7 +42,7 @@ export async function logoutRoute(fastify: FastifyInstance): Promise<void> {
       if (request.cookies[cookies.signedInName] !== undefined) cookies.setSignedIn(reply, false);
       reply.header('cache-control', 'no-store');
       const endSessionEndpoint = provider.ready ? provider.configuration.serverMetadata().end_session_endpoint : undefined;
-      if (endSessionEndpoint === undefined) return reply.redirect(`${basePath}/`, 302);
+      if (endSessionEndpoint === undefined) return reply.redirect(request.site === null || request.site.signIn ? `${basePath}/` : '/', 302);
       const parameters: Record<string, string> = { post_logout_redirect_uri: postLogoutRedirectUri, client_id: config.provider.clientId };
       if (idToken !== undefined) parameters.id_token_hint = idToken;
       return reply.redirect(oidc.buildEndSessionUrl(provider.configuration, parameters).href, 302);
@@ -66,7 +66,7 @@ export async function logoutRoute(fastify: FastifyInstance): Promise<void> {
     const referer = request.headers.referer;
     if (referer === undefined) return false;
     try {
-      return new URL(referer).origin === publicOrigin;
+      return new URL(referer).origin === (request.site ?? fastify.gatehouse.site).origin;
     } catch {
       return false;
     }
@@ -79,7 +79,12 @@ export async function logoutRoute(fastify: FastifyInstance): Promise<void> {
    */
   async function endSession(request: FastifyRequest, resolved: ResolvedSession, everywhere: boolean): Promise<string | undefined> {
     const { userId } = resolved.session;
-    const result = await endSessionsAndRevoke({ store, provider }, request.log, userId, resolved.hash, (hash) => everywhere || hash === resolved.hash);
+    // With `sites`, this browser's sessions on every site end together: the sign-in host's and those handed off from it (README "Several sites").
+    const group = resolved.session.group ?? resolved.hash;
+    const selected = sites.several
+      ? async (hash: string) => everywhere || hash === resolved.hash || hash === group || (await store.getSession(hash))?.group === group
+      : (hash: string) => everywhere || hash === resolved.hash;
+    const result = await endSessionsAndRevoke({ store, provider }, request.log, userId, resolved.hash, selected);
     if (!result) return undefined;
     request.log.info({ userId: result.record.user ?? userId, sessions: result.ended }, everywhere ? 'every session of the user ended' : 'session ended');
     return result.record.idToken;

@@ -39,6 +39,11 @@ export interface SessionRecord {
    */
   acr?: string;
   authTime?: number;
+  /**
+   * With `sites`: the sign-in host's session (its hash) a site's session was
+   * handed off from (README "Several sites"). Sessions of one group end together.
+   */
+  group?: string;
 }
 
 /** Everything the gateway holds for one user; shared by all of the user's sessions. */
