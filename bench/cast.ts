@@ -89,23 +89,28 @@ export interface Gateway {
   /** The admin listener (GET /metrics). */
   adminUrl: string;
   dir: string;
-  /** What it has logged so far (the file, or what the pipe delivered). */
+  /** What it has logged so far (the file, or the first 256 KiB the pipe delivered). */
   logText(): string;
+  /** Access-log lines (`"request completed"`) written so far. */
+  accessLogLines(): number;
   stop(): Promise<void>;
 }
+
+/** Gateways that may run at once (a pair of two configurations, the access log's three): each has its own registered port. */
+const GATEWAY_SLOTS = 3;
 
 export async function startCast(options: { pinned: boolean }): Promise<Cast> {
   const dir = mkdtempSync(join(tmpdir(), 'gatehouse-bench-'));
   const core = options.pinned ? SERVER_CORE : undefined;
-  const port = await freePort();
-  const publicUrl = `http://127.0.0.1:${port}`;
+  const ports: number[] = [];
+  for (let slot = 0; slot < GATEWAY_SLOTS; slot += 1) ports.push(await freePort());
   const clientSecret = randomBytes(24).toString('base64url');
   const sessionKey = randomBytes(32).toString('base64');
   const ttl = { login: 3600, refreshed: 3600 };
   const apache = { port: await freePort(), clientId: APACHE_CLIENT_ID, clientSecret: randomBytes(24).toString('base64url') };
   const as = await startAuthorizationServer({
     clients: [
-      { clientId: CLIENT_ID, clientSecret, authMethod: 'client_secret_post', redirectUris: [`${publicUrl}/callback`] },
+      { clientId: CLIENT_ID, clientSecret, authMethod: 'client_secret_post', redirectUris: ports.map((port) => `http://127.0.0.1:${port}/callback`) },
       {
         clientId: apache.clientId,
         clientSecret: apache.clientSecret,
@@ -123,10 +128,14 @@ export async function startCast(options: { pinned: boolean }): Promise<Cast> {
   const upstream = spawnNode('upstream', join(BENCH_DIST, 'upstream.js'), []);
   const upstreamUrl = `http://127.0.0.1:${(await firstLine<{ port: number }>(upstream)).port}`;
   const { child: baseline, url: baselineUrl } = await startBaseline(upstreamUrl, core);
-  let running: Gateway | undefined;
+  /** The gateway running on each slot's port. */
+  const running: Array<Gateway | undefined> = ports.map(() => undefined);
 
   async function startGateway(gateway: GatewayOptions): Promise<Gateway> {
-    if (running) throw new Error(`gateway ${running.dir} is still running: one at a time (they share the registered port)`);
+    const slot = running.indexOf(undefined);
+    if (slot < 0) throw new Error(`${GATEWAY_SLOTS} gateways are running already: stop one first (each slot has its registered port)`);
+    const port = ports[slot]!;
+    const publicUrl = `http://127.0.0.1:${port}`;
     const gatewayDir = join(dir, gateway.name);
     mkdirSync(gatewayDir, { recursive: true });
     const configFile = join(gatewayDir, 'gatehouse.yaml');
@@ -146,12 +155,17 @@ export async function startCast(options: { pinned: boolean }): Promise<Cast> {
       stdout: gateway.logTo === 'pipe' ? 'pipe' : join(gatewayDir, 'gateway.log'),
       nodeFlags: gateway.nodeFlags,
     });
-    // A log shipper's end of the pipe: it reads every line as it comes.
+    // A log shipper's end of the pipe: it reads every line as it comes (the first 256 KiB kept, access-log lines counted).
     let piped = '';
+    let pipedTail = '';
+    let pipedCompleted = 0;
     if (gateway.logTo === 'pipe') {
       child.process.stdout!.setEncoding('utf8');
       child.process.stdout!.on('data', (chunk: string) => {
-        piped += chunk;
+        if (piped.length < 256 * 1024) piped += chunk;
+        const text = pipedTail + chunk;
+        for (let at = text.indexOf(COMPLETED); at >= 0; at = text.indexOf(COMPLETED, at + COMPLETED.length)) pipedCompleted += 1;
+        pipedTail = text.slice(-(COMPLETED.length - 1));
       });
     }
     const started: Gateway = {
@@ -160,12 +174,13 @@ export async function startCast(options: { pinned: boolean }): Promise<Cast> {
       adminUrl: `http://127.0.0.1:${adminPort}`,
       dir: gatewayDir,
       logText: () => (gateway.logTo === 'pipe' ? piped : readFileSync(join(gatewayDir, 'gateway.log'), 'utf8')),
+      accessLogLines: () => (gateway.logTo === 'pipe' ? pipedCompleted : countOf(readFileSync(join(gatewayDir, 'gateway.log'), 'utf8'), COMPLETED)),
       async stop() {
         await child.stop();
-        if (running === started) running = undefined;
+        if (running[slot] === started) running[slot] = undefined;
       },
     };
-    running = started;
+    running[slot] = started;
     try {
       await waitUntilAnswering(`${publicUrl}/session`, child);
     } catch (err) {
@@ -188,13 +203,21 @@ export async function startCast(options: { pinned: boolean }): Promise<Cast> {
     apache,
     startGateway,
     async close() {
-      await running?.stop();
+      for (const gateway of running) await gateway?.stop();
       await baseline.stop();
       await upstream.stop();
       await as.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+const COMPLETED = '"request completed"';
+
+function countOf(text: string, needle: string): number {
+  let count = 0;
+  for (let at = text.indexOf(needle); at >= 0; at = text.indexOf(needle, at + needle.length)) count += 1;
+  return count;
 }
 
 /** Seconds the gateway has spent in garbage collection so far, from its own /metrics (prom-client's nodejs_gc_duration_seconds). */

@@ -24,7 +24,7 @@ export function allRows(outcomes: readonly Outcome[]): Row[] {
 }
 
 function cells(row: Row): string[] {
-  return [row.scenario, row.metric, row.baseline, row.gatehouse, row.ratio, row.target, row.met === undefined ? '' : row.met ? 'yes' : 'NO'];
+  return [row.scenario, row.metric, row.baseline, row.gatehouse, row.ratio, row.target, row.met === undefined ? '' : row.met ? 'met' : 'MISSED'];
 }
 
 /** The results as a fixed-width text table, for the terminal. */
@@ -87,7 +87,7 @@ function markdown(report: Report): string {
         ? 'gateway and bare proxy pinned to core 0 (`taskset -c 0`); the driver (autocannon, the authorization server) and the upstream on core 1 (`taskset -c 1`)'
         : 'not pinned (taskset missing or a single core): every process shares every core'
     }`,
-    `- Method: ${mode.rounds} rounds of ${mode.duration} s per target, bare proxy and gatehouse alternating (A B A B), after ${mode.warmup} s of warm-up each; medians; latency percentiles from every response's own timing. The gateway runs with LOG_LEVEL=warn except in the LOG_LEVEL=info row. "server CPU per request" is the serving process's user + system time (/proc/PID/stat) over the round divided by the requests answered; "server core busy" is that CPU time over the wall time (below 100 % the load generator, not the server, was the limit).`,
+    `- Method: every comparison in pair form: ${mode.pairs} pairs of ${mode.duration} s runs, A (the baseline column) and B (gatehouse, or the variant) back to back, the order alternating from pair to pair (A B, B A, …), after ${mode.warmup} s of warm-up each; a ratio is the median of the per-pair ratios B/A, with its interquartile range "(IQR q1–q3)" (min and max in bench/results.json), so that the host speeding up or slowing down between pairs cancels out; a target is met when that median meets it. The hot path's pairs are spread over ${mode.generations} fresh process pairs; large transfers run ${mode.rounds} alternating pairs. Latency percentiles from every response's own timing. The gateway runs with LOG_LEVEL=warn except in the LOG_LEVEL=info rows. "µs CPU/req" is the serving process's user + system time (/proc/PID/stat, all threads) over the run divided by the requests answered; "server core busy" is that CPU time over the wall time (below 100 % the load generator, not the server, was the limit).`,
     '',
     table,
     '',

@@ -3,12 +3,19 @@ import type { Cast } from './cast.js';
 /** How big and how long: the full bench, or the quick smoke run that only proves every scenario runs. */
 export interface Mode {
   quick: boolean;
-  /** Rounds of each target in an A B A B comparison. */
+  /**
+   * Pairs per comparison: A then B within seconds, the order alternating
+   * from pair to pair (bench/compare.ts `runPairs`); ratios are taken per pair.
+   */
+  pairs: number;
+  /** Rounds of the large transfers and the WebSocket echo (each side once per round, alternating). */
   rounds: number;
-  /** Seconds per load round. */
+  /** Seconds per load run (one side of a pair). */
   duration: number;
-  /** Seconds of load on each target before the measured rounds (JIT, pools); 0: none. autocannon runs at least 1 s. */
+  /** Seconds of load on each target before the measured pairs (JIT, pools); 0: none. autocannon runs at least 1 s. */
   warmup: number;
+  /** Fresh process pairs (bare proxy + gateway) the hot path's pairs are spread over (two processes of one program differ by several %). */
+  generations: number;
   /** Users signed in for real for "many users refreshing". */
   users: number;
   /** Concurrent requests of one user in the refresh storm. */
@@ -30,9 +37,11 @@ export interface Mode {
 
 export const FULL: Mode = {
   quick: false,
-  rounds: 5,
-  duration: 6,
-  warmup: 5,
+  pairs: 10,
+  rounds: 3,
+  duration: 2,
+  warmup: 3,
+  generations: 2,
   users: 1000,
   stormRequests: 1000,
   burstWarmups: 4,
@@ -48,9 +57,11 @@ export const FULL: Mode = {
 
 export const QUICK: Mode = {
   quick: true,
+  pairs: 1,
   rounds: 1,
   duration: 1,
   warmup: 0,
+  generations: 1,
   users: 20,
   stormRequests: 1000,
   burstWarmups: 1,
@@ -73,7 +84,7 @@ export interface Row {
   /** gatehouse / baseline, or a difference, as text. */
   ratio: string;
   target: string;
-  /** Whether the target is met; undefined when the row has no target. */
+  /** Whether the target is met (by the median of the pair ratios); undefined when the row has no target. */
   met?: boolean;
 }
 

@@ -1,5 +1,5 @@
 import { signIn } from '../../test/helpers/sign-in.js';
-import { comparePair, noErrors, pairData, type Target } from '../compare.js';
+import { comparePair, noErrors, pairData, pairRows, ratioWithSpread, spread, type Spread, type Target } from '../compare.js';
 import { median } from '../load.js';
 import { fixed, mib, MIB, ratio, type Row, type Scenario } from '../scenario.js';
 import { download, upload, type Transfer } from '../transfer.js';
@@ -7,10 +7,11 @@ import { expectStatus } from '../users.js';
 
 /**
  * Streaming through the gateway beside the bare proxy: 1 MiB responses at 10
- * connections, one large download and one large upload (1 GiB and 256 MiB in
- * the full run), A B A B. Targets: MiB/s ≥ 2.5 × the bare proxy for 1 MiB
- * responses (issue #17), ≥ 1.0 × for the large transfers, and the gateway's
- * RSS may grow by less than 64 MiB over the whole scenario.
+ * connections in pairs, one large download and one large upload (1 GiB and
+ * 256 MiB in the full run) in alternating pairs. Targets: ≥ 1.0 × for the
+ * large transfers, and the gateway's RSS may grow by less than 64 MiB over
+ * the whole scenario; 1 MiB responses against Apache + mod_auth_openidc are in
+ * the Apache rows.
  */
 export const streaming: Scenario = async ({ mode, cast, progress }) => {
   const gateway = await cast.startGateway({ name: 'streaming' });
@@ -23,20 +24,11 @@ export const streaming: Scenario = async ({ mode, cast, progress }) => {
     const peakReset = gateway.child.resetPeak();
     const baselineBefore = cast.baseline.rss();
 
-    progress('streaming: 1 MiB responses, 10 connections');
-    const pair = await comparePair(mode, `/large?bytes=${MIB}`, { connections: 10, headers: { cookie } }, baseline, gatehouse);
+    progress(`streaming: 1 MiB responses, 10 connections, ${mode.pairs} pairs`);
+    const pair = await comparePair(mode, `/large?bytes=${MIB}`, { connections: 10, headers: { cookie } }, baseline, gatehouse, { metric: 'bytesPerSecond' });
     const name = 'streaming';
-    // Issue #17's target: Apache + mod_auth_openidc's figure in the issue's run, 2.5 × that run's bare proxy.
-    const rows: Row[] = [throughputRow(`${name}: 1 MiB responses, 10 conns`, pair.baseline.bytesPerSecond, pair.gatehouse.bytesPerSecond, 2.5)];
-    rows.push(cpuRow(`${name}: 1 MiB responses, 10 conns`, { baseline: pair.baseline.cpuPerRequestUs, gatehouse: pair.gatehouse.cpuPerRequestUs }));
-    rows.push({
-      scenario: `${name}: 1 MiB responses, 10 conns`,
-      metric: 'server core busy',
-      baseline: `${fixed(pair.baseline.serverBusy * 100)} %`,
-      gatehouse: `${fixed(pair.gatehouse.serverBusy * 100)} %`,
-      ratio: '',
-      target: '',
-    });
+    // The target against Apache + mod_auth_openidc is in the Apache rows (issue #32 item 6); here the bare proxy's rate, reported.
+    const rows: Row[] = pairRows(`${name}: 1 MiB responses, 10 conns`, pair, {}, 'MiB/s');
     // Large transfers run code paths the 1 MiB responses did not warm (big uploads above all).
     const warmBytes = Math.min(64 * MIB, mode.downloadBytes, mode.uploadBytes);
     for (const target of [baseline, gatehouse]) {
@@ -46,11 +38,11 @@ export const streaming: Scenario = async ({ mode, cast, progress }) => {
 
     progress(`streaming: ${mib(mode.downloadBytes)} download`);
     const downloads = await transfers(mode.rounds, (target) => download(`${target.url}/large?bytes=${mode.downloadBytes}`, cookie, mode.downloadBytes), baseline, gatehouse);
-    rows.push(throughputRow(`${name}: ${mib(mode.downloadBytes)} download`, downloads.baseline, downloads.gatehouse));
+    rows.push(throughputRow(`${name}: ${mib(mode.downloadBytes)} download`, downloads));
     rows.push(cpuRow(`${name}: ${mib(mode.downloadBytes)} download`, downloads.cpuPerMiBUs));
     progress(`streaming: ${mib(mode.uploadBytes)} upload`);
     const uploads = await transfers(mode.rounds, (target) => upload(`${target.url}/upload`, cookie, mode.uploadBytes), baseline, gatehouse);
-    rows.push(throughputRow(`${name}: ${mib(mode.uploadBytes)} upload`, uploads.baseline, uploads.gatehouse));
+    rows.push(throughputRow(`${name}: ${mib(mode.uploadBytes)} upload`, uploads));
     rows.push(cpuRow(`${name}: ${mib(mode.uploadBytes)} upload`, uploads.cpuPerMiBUs));
 
     const rssAfter = gateway.child.rss();
@@ -78,7 +70,7 @@ export const streaming: Scenario = async ({ mode, cast, progress }) => {
 
 type Measured = Transfer & { cpuPerMiBUs: number };
 
-/** `rounds` transfers through each target, A B A B; medians of bytes per second and of the proxy's CPU per MiB. */
+/** `rounds` transfers through each target in pairs, the order alternating; medians of bytes per second, of the per-pair ratio and of the proxy's CPU per MiB. */
 async function transfers(rounds: number, run: (target: Target) => Promise<Transfer>, a: Target, b: Target) {
   const measure = async (target: Target): Promise<Measured> => {
     const before = target.child.cpuSeconds();
@@ -88,12 +80,18 @@ async function transfers(rounds: number, run: (target: Target) => Promise<Transf
   const roundsA: Measured[] = [];
   const roundsB: Measured[] = [];
   for (let round = 0; round < rounds; round += 1) {
-    roundsA.push(await measure(a));
-    roundsB.push(await measure(b));
+    if (round % 2 === 0) {
+      roundsA.push(await measure(a));
+      roundsB.push(await measure(b));
+    } else {
+      roundsB.push(await measure(b));
+      roundsA.push(await measure(a));
+    }
   }
   return {
     baseline: median(roundsA.map((t) => t.bytesPerSecond)),
     gatehouse: median(roundsB.map((t) => t.bytesPerSecond)),
+    ratio: spread(roundsA.map((t, k) => roundsB[k]!.bytesPerSecond / t.bytesPerSecond)),
     cpuPerMiBUs: { baseline: median(roundsA.map((t) => t.cpuPerMiBUs)), gatehouse: median(roundsB.map((t) => t.cpuPerMiBUs)) },
     rounds: { baseline: roundsA, gatehouse: roundsB },
   };
@@ -110,14 +108,14 @@ function cpuRow(scenario: string, cpu: { baseline: number; gatehouse: number }):
   };
 }
 
-function throughputRow(scenario: string, baseline: number, gatehouse: number, target = 1): Row {
+function throughputRow(scenario: string, measured: { baseline: number; gatehouse: number; ratio: Spread }, target = 1): Row {
   return {
     scenario,
-    metric: 'MiB/s',
-    baseline: fixed(baseline / MIB, 1),
-    gatehouse: fixed(gatehouse / MIB, 1),
-    ratio: ratio(gatehouse / baseline),
+    metric: `MiB/s (pair ratio, ${measured.ratio.n} pairs)`,
+    baseline: fixed(measured.baseline / MIB, 1),
+    gatehouse: fixed(measured.gatehouse / MIB, 1),
+    ratio: ratioWithSpread(measured.ratio),
     target: `≥ ${fixed(target, 2)} ×`,
-    met: gatehouse >= baseline * target,
+    met: measured.ratio.median >= target,
   };
 }
