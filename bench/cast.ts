@@ -15,6 +15,20 @@ export { ROOT };
 /** The gateway's entry point; GATEHOUSE_BENCH_CLI runs another build (a before/after comparison of a change). */
 export const CLI = process.env.GATEHOUSE_BENCH_CLI ?? join(ROOT, 'dist', 'cli.js');
 const BENCH_DIST = fileURLToPath(new URL('./', import.meta.url));
+
+/**
+ * The node flags `npm start` runs the gateway with (package.json's `start`,
+ * `node FLAGS dist/cli.js`; the Dockerfile's entry point has the same, and
+ * test/deploy keeps them in step): every gateway of the bench runs with them
+ * unless a scenario gives `nodeFlags`. GATEHOUSE_BENCH_NODE_FLAGS overrides them.
+ */
+export const GATEWAY_NODE_FLAGS: string[] = (
+  process.env.GATEHOUSE_BENCH_NODE_FLAGS ??
+  /^node\s+(.*?)\s*dist\/cli\.js$/.exec((JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start)?.[1] ??
+  ''
+)
+  .split(/\s+/)
+  .filter(Boolean);
 export const CLIENT_ID = 'gatehouse-bench';
 export const APACHE_CLIENT_ID = 'apache-bench';
 
@@ -50,7 +64,7 @@ export interface GatewayOptions {
   logLevel?: 'warn' | 'info';
   /** Where the gateway's stdout (its log) goes: `gateway.log` in its directory (default), or a pipe the driver reads (`Gateway.logLines`). */
   logTo?: 'file' | 'pipe';
-  /** Extra node flags, e.g. --cpu-prof. */
+  /** Node flags (default GATEWAY_NODE_FLAGS, those of `npm start`); a scenario that adds some (--cpu-prof) adds them to GATEWAY_NODE_FLAGS. */
   nodeFlags?: string[];
   /** Entry point of the build to run (default CLI). */
   cli?: string;
@@ -153,7 +167,7 @@ export async function startCast(options: { pinned: boolean }): Promise<Cast> {
       env,
       cwd: gatewayDir,
       stdout: gateway.logTo === 'pipe' ? 'pipe' : join(gatewayDir, 'gateway.log'),
-      nodeFlags: gateway.nodeFlags,
+      nodeFlags: gateway.nodeFlags ?? GATEWAY_NODE_FLAGS,
     });
     // A log shipper's end of the pipe: it reads every line as it comes (the first 256 KiB kept, access-log lines counted).
     let piped = '';

@@ -27,6 +27,7 @@ import { bearerHotPath } from './scenarios/bearer.js';
 import { manyUsers } from './scenarios/many-users.js';
 import { profile } from './scenarios/profile.js';
 import { refreshStorm } from './scenarios/refresh-storm.js';
+import { semiSpace } from './scenarios/semi-space.js';
 import { storeScale } from './scenarios/store-scale.js';
 import { streaming } from './scenarios/streaming.js';
 import { websocket } from './scenarios/websocket.js';
@@ -41,6 +42,7 @@ const SCENARIOS: Array<{ key: string; name: string; run: Scenario }> = [
   { key: 'assertion', name: 'identity assertion hot path', run: assertionHotPath },
   { key: 'bearer', name: 'machine-client bearer hot path', run: bearerHotPath },
   { key: 'log', name: 'access log', run: accessLog },
+  { key: 'semispace', name: 'young-generation cap', run: semiSpace },
   { key: 'cold', name: 'cold session', run: coldSession },
   { key: 'storm', name: 'refresh storm', run: refreshStorm },
   { key: 'users', name: 'many users refreshing', run: manyUsers },

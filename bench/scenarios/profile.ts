@@ -1,7 +1,7 @@
 import { copyFileSync, mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { signIn } from '../../test/helpers/sign-in.js';
-import { ROOT, startBaseline, type Cast } from '../cast.js';
+import { GATEWAY_NODE_FLAGS, ROOT, startBaseline, type Cast } from '../cast.js';
 import type { Shape } from '../compare.js';
 import { load } from '../load.js';
 import { SERVER_CORE, type Child } from '../processes.js';
@@ -27,7 +27,8 @@ interface Profiled {
  * the load window count. Profiles are kept in dist-bench/ (chrome://inspect).
  */
 export const profile: Scenario = async ({ mode, cast, progress }) => {
-  const flags = (dir: string) => ['--cpu-prof', `--cpu-prof-dir=${dir}`, `--cpu-prof-interval=${SAMPLING_US}`];
+  const profiler = (dir: string) => ['--cpu-prof', `--cpu-prof-dir=${dir}`, `--cpu-prof-interval=${SAMPLING_US}`];
+  const flags = (dir: string) => [...GATEWAY_NODE_FLAGS, ...profiler(dir)];
   progress(`profile: hot path, gateway and bare proxy, ${mode.profileSeconds} s each`);
   const gatewayDir = join(cast.dir, 'profile-hot');
   const gateway = await cast.startGateway({ name: 'profile-hot', nodeFlags: flags(gatewayDir) });
@@ -40,7 +41,7 @@ export const profile: Scenario = async ({ mode, cast, progress }) => {
     await gateway.stop();
   }
   const baselineDir = join(cast.dir, 'profile-baseline');
-  const baseline = await startBaseline(cast.upstreamUrl, cast.pinned ? SERVER_CORE : undefined, flags(baselineDir));
+  const baseline = await startBaseline(cast.upstreamUrl, cast.pinned ? SERVER_CORE : undefined, profiler(baselineDir));
   let base: Profiled;
   try {
     base = await profiled(baseline.child, baseline.url, { connections: 50, headers: { cookie } }, mode, baselineDir, 'bare-proxy', () => baseline.child.stop());
