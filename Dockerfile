@@ -64,4 +64,6 @@ EXPOSE 8080 9091
 # Exec form: node is PID 1 and receives SIGTERM itself; the CLI handles it
 # (readiness false, drain for server.shutdownGrace, close the store, exit 0).
 # No shell in between, and no init needed: the gateway starts no child process.
-ENTRYPOINT ["node", "/app/dist/cli.js"]
+# --max-semi-space-size=2 caps V8's young generation (README "Memory"; the
+# same flag as `npm start`, test/deploy/node-flags.test.ts keeps them in step).
+ENTRYPOINT ["node", "--max-semi-space-size=2", "/app/dist/cli.js"]
