@@ -175,18 +175,26 @@ export class OpenSockets {
     }
   }
 
-  /** One sweep at a time: on a slow store, the next waits for this one instead of piling up. */
+  /**
+   * One sweep at a time: on a slow store, the next waits for this one
+   * instead of piling up. A sweep that outlasts its interval is logged (the
+   * store is slow: sockets of ended sessions close later than they should).
+   */
   async #sweepOnce(): Promise<void> {
     if (this.#sweeping) return;
     this.#sweeping = true;
+    const startedAt = Date.now();
     try {
-      await this.#closeEnded();
+      const sockets = await this.#closeEnded();
+      const durationMs = Date.now() - startedAt;
+      if (durationMs > SWEEP_MS) this.#log.warn({ startedAt, durationMs, sockets }, 'websocket session sweep took longer than its interval');
     } finally {
       this.#sweeping = false;
     }
   }
 
-  async #closeEnded(): Promise<void> {
+  /** Checks every open socket of a session; resolves with how many it checked. */
+  async #closeEnded(): Promise<number> {
     const now = this.#clock.now();
     const queue = [...this.#open].filter((socket) => socket.hash !== undefined && socket.browser.readyState === WebSocket.OPEN);
     const worker = async () => {
@@ -199,7 +207,9 @@ export class OpenSockets {
         }
       }
     };
+    const checked = queue.length;
     await Promise.all(Array.from({ length: Math.min(SWEEP_CONCURRENCY, queue.length) }, worker));
+    return checked;
   }
 
   async #stillSignedIn(socket: OpenSocket, now: number): Promise<boolean> {

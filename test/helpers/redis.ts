@@ -39,7 +39,7 @@ export interface RedisServer {
  * const redis = await startRedis();
  * const h = await startHarness({ store: redis.url });
  */
-export async function startRedis(options: { persistent?: boolean } = {}): Promise<RedisServer> {
+export async function startRedis(options: { persistent?: boolean; args?: string[] } = {}): Promise<RedisServer> {
   // With persistence every write is in the append-only file before Redis answers, so a restart keeps it.
   const persistence = options.persistent ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no'];
   const dir = mkdtempSync(join(tmpdir(), 'gatehouse-redis-'));
@@ -49,7 +49,7 @@ export async function startRedis(options: { persistent?: boolean } = {}): Promis
   async function start(): Promise<void> {
     const server = spawn(
       REDIS_SERVER,
-      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', ...persistence, '--dir', dir, '--daemonize', 'no', '--loglevel', 'warning'],
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', ...persistence, '--dir', dir, '--daemonize', 'no', '--loglevel', 'warning', ...(options.args ?? [])],
       { stdio: 'ignore' },
     );
     child = server;
