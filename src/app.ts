@@ -88,7 +88,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   const logger = withPseudonyms(options.logger, pseudonymize);
   const clock = options.clock ?? systemClock;
   const sealer = new Sealer(config.session.encryptionKeys);
-  const store = new SessionStore(await openBackend(config.session.store, options.cwd, config.session.keyPrefix), sealer, config.session.cacheSize, clock);
+  const store = new SessionStore(await openBackend(config.session.store, options.cwd, config.session.keyPrefix, { log: logger }), sealer, config.session.cacheSize, clock);
   const provider = new Provider(config.provider, logger);
   const routes = compileRoutes(config);
   const clientAddressing = new ClientAddressing(config.server.trustProxy);

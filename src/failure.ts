@@ -6,12 +6,14 @@
 
 const MAX_CAUSE_DEPTH = 5;
 
-const SYSTEM_CODE = /^(E[A-Z0-9_]+|UND_ERR_[A-Z_]+)$/;
+/** System and undici codes, and OpenSSL's certificate verdicts (UNABLE_TO_VERIFY_LEAF_SIGNATURE, SELF_SIGNED_CERT_IN_CHAIN, CERT_HAS_EXPIRED). */
+const SYSTEM_CODE = /^(E[A-Z0-9_]+|UND_ERR_[A-Z_]+|[A-Z_]*(CERT|SIGNATURE)[A-Z_]*)$/;
 
 /**
  * The most telling code down the error's `cause` chain (and in an
  * AggregateError's errors): a system one (ECONNREFUSED, ENOTFOUND,
- * UND_ERR_CONNECT_TIMEOUT) before a wrapper's own (FST_REPLY_FROM_...).
+ * UND_ERR_CONNECT_TIMEOUT) or a certificate verdict (UNABLE_TO_VERIFY_LEAF_SIGNATURE)
+ * before a wrapper's own (FST_REPLY_FROM_...).
  * @example causeCode(new TypeError('fetch failed', { cause: Object.assign(new Error(), { code: 'ECONNREFUSED' }) })) // 'ECONNREFUSED'
  */
 export function causeCode(err: unknown): string | undefined {

@@ -6,7 +6,9 @@ import type { RedisClientType } from '@redis/client';
 import { LockBusyError, LockLostError, lockFence, readSessionTwice, type Backend, type LockRelease } from './backend.js';
 import { RedisInvalidation, type Subscriber } from './redis-invalidation.js';
 import { KEY_PREFIX } from '../keys.js';
-import { parseRedisUrl, type RedisTarget } from '../../config/store-url.js';
+import { parseRedisUrl, storeEndpoint, type RedisTarget } from '../../config/store-url.js';
+import { causeCode } from '../../failure.js';
+import type { Logger } from 'pino';
 
 /** A command that gets no answer within this long fails (a hung Redis must not hang requests). */
 const COMMAND_TIMEOUT_MS = 2000;
@@ -122,6 +124,8 @@ class CoherentRedisAdapter extends KeyvRedis<string> {
 export interface RedisLockOptions {
   lockTtlMs?: number;
   lockWaitMs?: number;
+  /** Where a failing connection is reported (once per cause, not per reconnect attempt). */
+  log?: Logger;
 }
 
 /**
@@ -189,7 +193,16 @@ export async function openRedis(url: string, prefix: string, options: RedisLockO
   const namespace = keyNamespace(target, prefix);
   const { client, subscriber } = createClients(url, target);
   // Failures reach the store through the rejected commands; without a listener an 'error' event would crash the process.
-  client.on('error', () => undefined);
+  // The connection's own failure (refused, a certificate not trusted, a bad password) is logged once per cause: the
+  // commands only say "the client is offline", and an operator needs the why (README "Run several replicas (Redis)").
+  let lastFailure: string | undefined;
+  client.on('error', (err: unknown) => {
+    const code = causeCode(err) ?? (err instanceof Error ? err.name : 'unknown');
+    if (code === lastFailure) return;
+    lastFailure = code;
+    options.log?.warn({ failure: { code, endpoint: storeEndpoint(url) } }, 'store connection failed');
+  });
+  client.on('ready', () => (lastFailure = undefined));
   const sessionsKey = `${namespace}:sessions`;
   const invalidation = new RedisInvalidation(client, namespace, subscriber);
   const adapter = new CoherentRedisAdapter(client, invalidation, sessionsKey);
