@@ -98,6 +98,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
     [...GATEWAY_ROUTE_CLASSES, ...(config.forwardAuth.trustedProxies === undefined ? [] : ['forward-auth']), ...new Set(allRoutes.map((route) => route.label))],
     store.countSessions,
     [SIGN_IN_TARGET, ...new Set(sites.all.flatMap((one) => one.routes.targets.map((target) => target.label)))],
+    sites.several ? new Map(sites.all.map((one) => [one.name, one.routes.routes.map((route) => route.label)])) : undefined,
   );
   const dpop = config.provider.dpop ? new DpopKeys(provider, config.session.cacheSize) : undefined;
   const refresher = new TokenRefresher({

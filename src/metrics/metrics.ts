@@ -71,9 +71,13 @@ export class Metrics {
   /** Requests answered since the last scrape, by `route status`; added to `requests` when scraped. */
   readonly #unscraped = new Map<string, number>();
 
-  /** Counts one answered request and its duration: two map updates, the label hashing left to the scrape. */
-  countRequest(route: string, status: number, seconds: number): void {
-    const key = `${route} ${status}`;
+  /**
+   * Counts one answered request and its duration: two map updates, the label
+   * hashing left to the scrape. `site`: with `sites`, the request's site
+   * (README "Several sites"; '' for a host no site has); undefined without.
+   */
+  countRequest(route: string, status: number, seconds: number, site?: string): void {
+    const key = site === undefined ? `${route} ${status}` : `${route} ${status} ${site}`;
     this.#unscraped.set(key, (this.#unscraped.get(key) ?? 0) + 1);
     this.requestDuration.observe(seconds, route);
   }
@@ -82,8 +86,9 @@ export class Metrics {
    * @param routeLabels every label of `gatehouse_http_requests_total` this gateway can count: its own route classes and its routes' labels
    * @param countSessions the store-wide session count; without it the gauge is absent (README "Observe")
    * @param targetLabels every `target` of `gatehouse_token_refreshes_total`: `sign-in` and the token targets' labels (README "A token for each API")
+   * @param siteLabels with `sites`: each site's name (the `site` label of `gatehouse_http_requests_total`, README "Several sites") and its routes' labels; without, no such label
    */
-  constructor(routeLabels: readonly string[], countSessions?: () => Promise<number>, targetLabels: readonly string[] = ['sign-in']) {
+  constructor(routeLabels: readonly string[], countSessions?: () => Promise<number>, targetLabels: readonly string[] = ['sign-in'], siteLabels?: ReadonlyMap<string, readonly string[]>) {
     // Every label value from start-up, at 0 until it happens: "nothing failed" is not "no data" (README "Observe").
     for (const result of LOGIN_RESULTS) this.logins.inc({ result }, 0);
     for (const target of targetLabels) {
@@ -94,17 +99,22 @@ export class Metrics {
     const requestsTotal = new Counter({
       name: 'gatehouse_http_requests_total',
       help: 'Requests answered, by route class and status code',
-      labelNames: ['route', 'status'] as const,
+      labelNames: siteLabels === undefined ? ['route', 'status'] : ['route', 'status', 'site'],
       registers: [this.registry],
       collect() {
         for (const [key, count] of unscraped) {
-          const [route, status] = key.split(' ') as [string, string];
-          this.inc({ route, status }, count);
+          const [route, status, site] = key.split(' ') as [string, string, string | undefined];
+          this.inc(site === undefined ? { route, status } : { route, status, site }, count);
         }
         unscraped.clear();
       },
     });
-    for (const route of routeLabels) requestsTotal.inc({ route, status: '200' }, 0);
+    if (siteLabels === undefined) for (const route of routeLabels) requestsTotal.inc({ route, status: '200' }, 0);
+    else {
+      for (const [site, routes] of siteLabels) {
+        for (const route of [...routeLabels.filter((label) => !label.startsWith('/') && label !== 'proxy'), ...routes]) requestsTotal.inc({ route, status: '200', site }, 0);
+      }
+    }
     this.registry.registerMetric(this.requestDuration.asMetric());
     this.registry.registerMetric(this.upstreamDuration.asMetric());
     collectDefaultMetrics({ register: this.registry });

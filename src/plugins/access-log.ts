@@ -16,12 +16,13 @@ declare module 'fastify' {
  */
 export const accessLogPlugin = fp<{ logger: Logger }>(
   async (fastify, { logger }) => {
-    const { metrics } = fastify.gatehouse;
+    const { metrics, sites } = fastify.gatehouse;
+    const several = sites.several;
     fastify.decorateRequest('decided', undefined);
     // Synchronous, and the line built without spreads: this runs once per request (BENCHMARKS.md "Access log").
     fastify.addHook('onResponse', (request, reply, done) => {
       const route = request.routeOptions.config.routeClass ?? request.exchange?.route.label ?? 'proxy';
-      metrics.countRequest(route, reply.statusCode, reply.elapsedTime / 1000);
+      metrics.countRequest(route, reply.statusCode, reply.elapsedTime / 1000, several ? (request.site?.name ?? '') : undefined);
       if (logger.isLevelEnabled('info')) {
         const query = request.url.indexOf('?');
         const line: Record<string, unknown> = {

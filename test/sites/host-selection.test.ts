@@ -170,3 +170,15 @@ t.test('forward-auth applies the routes of the site X-Forwarded-Host or X-Origin
   t.equal((await ask({ 'x-forwarded-host': 'evil.localhost', 'x-forwarded-uri': '/' })).status, 404);
   t.equal((await ask({ 'x-forwarded-host': 'grafana.localhost', 'x-original-url': `http://app.localhost:${port}/private/p` })).status, 400, 'two hosts that disagree');
 });
+
+t.test('request metrics carry the site; a host no site has counts under site=""', async (t) => {
+  await get(`app.localhost:${port}`, '/m');
+  await get(`grafana.localhost:${port}`, '/m');
+  await get('evil.localhost', '/m');
+  const text = await (await fetch(`${h.gateway.adminAddress}/metrics`)).text();
+  t.match(text, /gatehouse_http_requests_total\{route="\/",status="200",site="app\.localhost"\} [1-9]/);
+  t.match(text, /gatehouse_http_requests_total\{route="\/",status="200",site="grafana\.localhost"\} [1-9]/);
+  t.match(text, new RegExp(`gatehouse_http_requests_total\\{route="\\/",status="200",site="auth\\.localhost:${port}"\\} [1-9]`));
+  t.match(text, /gatehouse_http_requests_total\{route="proxy",status="404",site=""\} [1-9]/);
+  t.match(text, /gatehouse_http_requests_total\{route="login",status="200",site="grafana\.localhost"\} 0/, 'every site\'s series from start-up');
+});
