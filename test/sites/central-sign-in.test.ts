@@ -1,8 +1,7 @@
 import t, { type Test } from 'tap';
 import { startHarness, type Harness } from '../helpers/harness.js';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scripted-upstream.js';
-import { httpSend, type RawResponse } from '../helpers/http-request.js';
-import { approveAtAuthorizationServer } from '../helpers/sign-in.js';
+import { SitesBrowser } from '../helpers/sites-browser.js';
 import { introspect, watchTokenEndpoint } from '../helpers/authorization-server-watch.js';
 import { TestClock } from '../helpers/clock.js';
 
@@ -45,52 +44,17 @@ t.teardown(async () => {
   await Promise.all([home.close(), app.close(), grafana.close()]);
 });
 
-/** A browser: cookies per host (host-only, as the gateway sets them), requests to 127.0.0.1 with a Host header. */
-class Browser {
-  readonly cookies = new Map<string, Map<string, string>>();
-  readonly setCookies: string[] = [];
-
-  async get(url: string, headers: Record<string, string> = {}): Promise<RawResponse> {
-    const target = new URL(url);
-    const jar = this.cookies.get(target.hostname);
-    const cookie = jar === undefined || jar.size === 0 ? undefined : [...jar].map(([name, value]) => `${name}=${value}`).join('; ');
-    const answer = await httpSend(`http://127.0.0.1:${port}`, {
-      path: `${target.pathname}${target.search}`,
-      headers: { host: target.host, accept: 'text/html', 'sec-fetch-mode': 'navigate', ...(cookie === undefined ? {} : { cookie }), ...headers },
-    });
-    const set = answer.headers['set-cookie'] ?? [];
-    this.setCookies.push(...set);
-    for (const line of set) {
-      const [pair = ''] = line.split(';');
-      const at = pair.indexOf('=');
-      const byHost = this.cookies.get(target.hostname) ?? new Map<string, string>();
-      this.cookies.set(target.hostname, byHost);
-      if (/max-age=0|expires=thu, 01 jan 1970/i.test(line)) byHost.delete(pair.slice(0, at));
-      else byHost.set(pair.slice(0, at), pair.slice(at + 1));
-    }
-    return answer;
-  }
-
-  session(host: string): string | undefined {
-    return this.cookies.get(host)?.get('session_id');
+/** A browser on the gateway's port. */
+class Browser extends SitesBrowser {
+  constructor() {
+    super(port);
   }
 }
 
 const site = (host: string, path = '/') => `http://${host}.localhost:${port}${path}`;
 
-/** From a site page without a session to the hand-off URL, through the sign-in host and the AS. */
-async function signInThrough(t: Test, browser: Browser, start: string, user = 'alice'): Promise<URL> {
-  const first = await browser.get(start);
-  t.equal(first.status, 302, 'the site sends the browser to sign in');
-  const login = new URL(first.headers.location!);
-  t.equal(login.origin, h.url, 'on the sign-in host');
-  t.equal(login.searchParams.get('returnTo'), start, 'coming back to the full site URL');
-  const toAs = await browser.get(login.href);
-  t.equal(toAs.status, 302);
-  const callback = await approveAtAuthorizationServer(new URL(toAs.headers.location!), user);
-  const afterCallback = await browser.get(callback.href);
-  t.equal(afterCallback.status, 302, 'the callback');
-  return new URL(afterCallback.headers.location!);
+function signInThrough(t: Test, browser: Browser, start: string, user = 'alice'): Promise<URL> {
+  return browser.signInThrough(t, h.url, start, user);
 }
 
 t.test('a site signs in through the sign-in host and gets its own host-only session by a one-time code', async (t) => {
