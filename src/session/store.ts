@@ -102,6 +102,12 @@ const SWEEP_INTERVAL_MS = 10 * 60 * 1000;
  * this window, in the background, never on every request.
  */
 export const SEEN_GRAIN_MS = 60 * 1000;
+/**
+ * How long noted uses wait to be written together: a cold start (or more
+ * sessions than requests in a minute) notes nearly every request, and one
+ * statement per use cost the SQLite backend more than the session read.
+ */
+const SEEN_FLUSH_MS = 500;
 
 type Cached = { kind: 'session'; record: SessionRecord } | { kind: 'tokens'; record: TokenRecord };
 
@@ -135,6 +141,9 @@ export class SessionStore {
   #touches = 0;
   /** Hashes of the sessions whose use this replica recorded in the current SEEN_GRAIN_MS window. */
   #seen = new Set<string>();
+  /** Uses noted and not yet written: store key -> when (ms) and for how long to keep it. */
+  #unwrittenSeen = new Map<string, { value: number; ttlMs: number }>();
+  #seenFlush: NodeJS.Timeout | undefined;
 
   /** The gateway's clock: session and record expiry are judged by it (the backend's own TTLs and the readiness probe keep real time). */
   readonly clock: Clock;
@@ -235,20 +244,36 @@ export class SessionStore {
    * dropped: the last use is informative, the idle timeout has its own
    * `seenAt`); every other use costs one Set lookup and no I/O. Kept apart
    * from the session entry so that a late write never brings back a session
-   * that a logout just deleted.
+   * that a logout just deleted. The uses noted within SEEN_FLUSH_MS are
+   * written together.
    */
   noteSeen(hash: string, now: number, expiresAt: number): void {
     if (this.#seen.has(hash)) return;
     this.#seen.add(hash);
     if (!this.#available) return;
-    const key = `${KEY_PREFIX.seen}${hash}`;
-    this.#call(() => this.#backend.keyv.set(key, now, Math.max(1, expiresAt - now))).catch(() => undefined);
+    this.#unwrittenSeen.set(`${KEY_PREFIX.seen}${hash}`, { value: now, ttlMs: Math.max(1, expiresAt - now) });
+    this.#seenFlush ??= setTimeout(() => void this.#writeSeen(), SEEN_FLUSH_MS).unref();
+  }
+
+  /** Writes the uses noted since the last flush, in one call; a failed write is dropped (see noteSeen). */
+  async #writeSeen(): Promise<void> {
+    this.#seenFlush = undefined;
+    if (this.#unwrittenSeen.size === 0) return;
+    const entries = [...this.#unwrittenSeen].map(([key, { value, ttlMs }]) => ({ key, value, ttlMs }));
+    this.#unwrittenSeen = new Map();
+    const setMany = this.#backend.setMany;
+    // Elsewhere one write each, as before (keyv's setMany is one MULTI, refused across a Redis cluster's slots).
+    const write = setMany ? () => setMany(entries) : () => Promise.all(entries.map(({ key, value, ttlMs }) => this.#backend.keyv.set(key, value, ttlMs)));
+    await this.#call<unknown>(write).catch(() => undefined);
   }
 
   /** When the session `hash` was last recorded as used (ms), or undefined. Never cached: the session API reads it. */
   async lastSeen(hash: string): Promise<number | undefined> {
     this.#assertAvailable();
-    const seen = await this.#call(() => this.#backend.keyv.get(`${KEY_PREFIX.seen}${hash}`));
+    const key = `${KEY_PREFIX.seen}${hash}`;
+    const unwritten = this.#unwrittenSeen.get(key);
+    if (unwritten !== undefined) return unwritten.value;
+    const seen = await this.#call(() => this.#backend.keyv.get(key));
     return typeof seen === 'number' ? seen : undefined;
   }
 
@@ -413,6 +438,8 @@ export class SessionStore {
 
   async close(): Promise<void> {
     for (const timer of this.#timers) clearInterval(timer);
+    clearTimeout(this.#seenFlush);
+    if (this.#available) await this.#writeSeen();
     await this.#backend.close?.();
     await this.#backend.keyv.disconnect();
   }

@@ -143,6 +143,19 @@ export async function storeConformance(t: Test, url: string, cwd: string): Promi
     await waitFor(async () => (await reader().lastSeen(hash)) === first + 2_000);
     t.equal(await reader().getSession(hash), null, 'a use recorded after a logout never brings back the deleted session');
   });
+
+  t.test('uses noted together are written together: every one reaches the store, its own replica sees it at once', async (t) => {
+    const expiresAt = Date.now() + 60_000;
+    const hashes = Array.from({ length: 700 }, () => hashSessionId(newSessionId()));
+    const user = open([oldKey]);
+    const first = Date.now();
+    hashes.forEach((hash, i) => user.noteSeen(hash, first + i, expiresAt));
+    t.equal(await user.lastSeen(hashes[7]!), first + 7, 'the replica that noted a use reads it before it is written');
+    await waitFor(async () => (await reader().lastSeen(hashes.at(-1)!)) !== undefined);
+    const seen: Array<number | undefined> = [];
+    for (const hash of hashes) seen.push(await reader().lastSeen(hash));
+    t.same(seen, hashes.map((_hash, i) => first + i), 'all 700 uses (more than one statement holds) are in the store');
+  });
 }
 
 async function waitFor(condition: () => Promise<boolean>): Promise<void> {

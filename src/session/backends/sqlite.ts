@@ -43,6 +43,19 @@ export async function openSqlite(path: string): Promise<Backend> {
       const row = await reader.get(tokensPrefix, `${NAMESPACE}:${sessionKey}`);
       return { session: live(row?.session), tokens: live(row?.tokens) };
     },
+    setMany: async (entries) => {
+      const now = Date.now();
+      const values: Array<string> = [];
+      // keyv's own row format (a number needs no escape); at most SET_MANY_ROWS rows per statement (SQLite's bound-parameter limit).
+      for (const { key, value, ttlMs } of entries) values.push(`${NAMESPACE}:${key}`, JSON.stringify({ value, expires: now + ttlMs }));
+      for (let at = 0; at < values.length; at += 2 * SET_MANY_ROWS) {
+        const chunk = values.slice(at, at + 2 * SET_MANY_ROWS);
+        await adapter.query(
+          `INSERT INTO gatehouse (key, value) VALUES ${Array(chunk.length / 2).fill('(?, ?)').join(', ')} ON CONFLICT(key) DO UPDATE SET value=excluded.value`,
+          ...chunk,
+        );
+      }
+    },
     close: () => reader.close(),
     shared: false,
     count: async (prefix) => {
@@ -72,6 +85,9 @@ export async function openSqlite(path: string): Promise<Backend> {
 export function mayHoldEscapes(raw: string): boolean {
   return raw.includes('"::') || raw.includes('":base64:');
 }
+
+/** Rows per INSERT of `setMany`: two parameters each, below SQLite's default limit of 32,766. */
+const SET_MANY_ROWS = 500;
 
 /** keyv stores `{"value": ..., "expires": ms | null}` as JSON: the session's user id names the token record's key. */
 const READ_BOTH =
