@@ -1,12 +1,12 @@
 import { copyFileSync, mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { signIn } from '../../test/helpers/sign-in.js';
-import { GATEWAY_NODE_FLAGS, ROOT, startBaseline, type Cast } from '../cast.js';
+import { GATEWAY_NODE_FLAGS, ROOT, startBaseline, type Cast, type GatewayOptions } from '../cast.js';
 import type { Shape } from '../compare.js';
 import { load } from '../load.js';
 import { SERVER_CORE, type Child } from '../processes.js';
 import { framesTable, perRequestDiff, summarize, type ProfileSummary } from '../profile.js';
-import { check, fixed, signed, type Mode, type Row, type Scenario } from '../scenario.js';
+import { check, fixed, MIB, signed, type Mode, type Row, type Scenario } from '../scenario.js';
 import { seedSessions } from '../seed.js';
 import { SMALL_PATH } from './hot-path.js';
 
@@ -51,6 +51,36 @@ export const profile: Scenario = async ({ mode, cast, progress }) => {
 
   progress('profile: cold-session path');
   const cold = await profileCold(cast, mode, flags);
+
+  // Where the targets missed elsewhere spend their time: 1 MiB responses (gateway and bare proxy), the access log at info to a pipe, DPoP.
+  progress('profile: 1 MiB responses, gateway and bare proxy; access log at info to a pipe; DPoP');
+  const largePath = `/large?bytes=${MIB}`;
+  const streamingGateway = await profileGateway(cast, mode, flags, { name: 'streaming-1mib' }, 10, largePath);
+  const streamingDir = join(cast.dir, 'profile-baseline-streaming');
+  const streamingBaseline = await startBaseline(cast.upstreamUrl, cast.pinned ? SERVER_CORE : undefined, profiler(streamingDir));
+  let streamingBase: Profiled;
+  try {
+    streamingBase = await profiled(streamingBaseline.child, streamingBaseline.url, { connections: 10, headers: { cookie } }, mode, streamingDir, 'bare-proxy-streaming-1mib', () => streamingBaseline.child.stop(), largePath);
+  } finally {
+    await streamingBaseline.child.stop();
+  }
+  const infoPipe = await profileGateway(cast, mode, flags, { name: 'access-log-info-pipe', logLevel: 'info', logTo: 'pipe' }, 50, SMALL_PATH);
+  const dpopRun = await profileGateway(cast, mode, flags, { name: 'dpop', dpop: true }, 50, SMALL_PATH);
+  const extra = [
+    `#### 1 MiB responses, 10 connections: gateway ${fixed(streamingGateway.perRequestUs)} µs per MiB, bare proxy ${fixed(streamingBase.perRequestUs)} µs per MiB (main thread)`,
+    '',
+    framesTable('1 MiB responses, gateway: top frames by self time', streamingGateway.summary.self.slice(0, 20)),
+    '',
+    diffMarkdown(perRequestDiff(streamingGateway, streamingBase, 15), 'gatehouse', 'bare proxy', 'MiB'),
+    '',
+    `#### Access log at info to a pipe: ${fixed(infoPipe.perRequestUs, 1)} µs per request (the warn hot path above: ${fixed(hot.perRequestUs, 1)} µs)`,
+    '',
+    diffMarkdown(perRequestDiff(infoPipe, hot, 15), 'info to a pipe', 'warn'),
+    '',
+    `#### DPoP: ${fixed(dpopRun.perRequestUs, 1)} µs per request (Bearer, the hot path above: ${fixed(hot.perRequestUs, 1)} µs)`,
+    '',
+    diffMarkdown(perRequestDiff(dpopRun, hot, 15), 'DPoP', 'Bearer'),
+  ];
   const diff = perRequestDiff(hot, base);
   const diffTable = [
     '| frame | gatehouse µs/req | bare proxy µs/req | Δ µs/req |',
@@ -78,6 +108,8 @@ export const profile: Scenario = async ({ mode, cast, progress }) => {
     framesTable('Cold path: self time by origin', cold.summary.byOrigin),
     '',
     framesTable("Cold path: gatehouse's own functions, inclusive", cold.summary.inclusive, 'inclusive ms'),
+    '',
+    ...extra,
   ].join('\n');
   const rows: Row[] = [
     {
@@ -97,11 +129,50 @@ export const profile: Scenario = async ({ mode, cast, progress }) => {
       target: '',
     })),
     { scenario: 'profile (main thread, under the profiler)', metric: 'cold-session path CPU per request', baseline: '', gatehouse: `${fixed(cold.perRequestUs, 1)} µs`, ratio: '', target: '' },
+    {
+      scenario: 'profile (main thread, under the profiler)',
+      metric: '1 MiB responses CPU per MiB',
+      baseline: `${fixed(streamingBase.perRequestUs)} µs`,
+      gatehouse: `${fixed(streamingGateway.perRequestUs)} µs`,
+      ratio: signed(streamingGateway.perRequestUs - streamingBase.perRequestUs, 0, 'µs'),
+      target: '',
+    },
+    {
+      scenario: 'profile (main thread, under the profiler)',
+      metric: 'hot path at warn → at info to a pipe, CPU per request',
+      baseline: `${fixed(hot.perRequestUs, 1)} µs`,
+      gatehouse: `${fixed(infoPipe.perRequestUs, 1)} µs`,
+      ratio: signed(infoPipe.perRequestUs - hot.perRequestUs, 1, 'µs'),
+      target: '',
+    },
+    {
+      scenario: 'profile (main thread, under the profiler)',
+      metric: 'hot path Bearer → DPoP, CPU per request',
+      baseline: `${fixed(hot.perRequestUs, 1)} µs`,
+      gatehouse: `${fixed(dpopRun.perRequestUs, 1)} µs`,
+      ratio: signed(dpopRun.perRequestUs - hot.perRequestUs, 1, 'µs'),
+      target: '',
+    },
   ];
   return {
     rows,
-    checks: [check('profile: load ran without errors', hot.errors + base.errors + cold.errors === 0, `${hot.errors + base.errors + cold.errors} errors/non-2xx`)],
-    data: { hotPath: trimmed(hot), bareProxy: trimmed(base), coldSession: trimmed(cold), diff },
+    checks: [
+      check(
+        'profile: load ran without errors',
+        [hot, base, cold, streamingGateway, streamingBase, infoPipe, dpopRun].every((run) => run.errors === 0),
+        `${[hot, base, cold, streamingGateway, streamingBase, infoPipe, dpopRun].reduce((sum, run) => sum + run.errors, 0)} errors/non-2xx`,
+      ),
+    ],
+    data: {
+      hotPath: trimmed(hot),
+      bareProxy: trimmed(base),
+      coldSession: trimmed(cold),
+      diff,
+      streaming1MiB: trimmed(streamingGateway),
+      bareProxyStreaming1MiB: trimmed(streamingBase),
+      accessLogInfoPipe: trimmed(infoPipe),
+      dpop: trimmed(dpopRun),
+    },
     markdown,
   };
 };
@@ -109,6 +180,27 @@ export const profile: Scenario = async ({ mode, cast, progress }) => {
 /** Keeps the top 40 self frames for results.json (the summary holds up to 1,000 for the comparison). */
 function trimmed(run: Profiled): Profiled {
   return { ...run, summary: { ...run.summary, self: run.summary.self.slice(0, 40) } };
+}
+
+/** A gateway with `options` and one signed-in user, profiled under `connections` connections on `path`. */
+async function profileGateway(cast: Cast, mode: Mode, flags: (dir: string) => string[], options: GatewayOptions, connections: number, path: string): Promise<Profiled> {
+  const dir = join(cast.dir, `profile-${options.name}`);
+  const gateway = await cast.startGateway({ ...options, nodeFlags: flags(dir) });
+  try {
+    const { cookie } = await signIn(gateway.url, { user: 'alice' });
+    return await profiled(gateway.child, gateway.url, { connections, headers: { cookie } }, mode, dir, options.name, () => gateway.stop(), path);
+  } finally {
+    await gateway.stop();
+  }
+}
+
+/** The frames one run spends more on than another, per request, as a markdown table. */
+function diffMarkdown(diff: ReturnType<typeof perRequestDiff>, a: string, b: string, unit = 'req'): string {
+  return [
+    `| frame | ${a} µs/${unit} | ${b} µs/${unit} | Δ µs/${unit} |`,
+    '|---|---:|---:|---:|',
+    ...diff.map((d) => `| \`${d.frame.replaceAll('|', '\\|')}\` | ${d.gatehouse.toFixed(2)} | ${d.baseline.toFixed(2)} | ${d.delta >= 0 ? '+' : ''}${d.delta.toFixed(2)} |`),
+  ].join('\n');
 }
 
 async function profileCold(cast: Cast, mode: Mode, flags: (dir: string) => string[]): Promise<Profiled> {
@@ -125,10 +217,10 @@ async function profileCold(cast: Cast, mode: Mode, flags: (dir: string) => strin
 }
 
 /** Warms up, loads for mode.profileSeconds, stops the process (which writes its profile) and summarizes the load window. */
-async function profiled(child: Child, url: string, shape: Shape, mode: Mode, dir: string, name: string, stop: () => Promise<void>): Promise<Profiled> {
-  if (mode.warmup > 0) await load({ ...shape, url: `${url}${SMALL_PATH}`, duration: mode.warmup });
+async function profiled(child: Child, url: string, shape: Shape, mode: Mode, dir: string, name: string, stop: () => Promise<void>, path = SMALL_PATH): Promise<Profiled> {
+  if (mode.warmup > 0) await load({ ...shape, url: `${url}${path}`, duration: mode.warmup });
   const from = Number(process.hrtime.bigint() / 1000n);
-  const result = await load({ ...shape, url: `${url}${SMALL_PATH}`, duration: mode.profileSeconds, server: child });
+  const result = await load({ ...shape, url: `${url}${path}`, duration: mode.profileSeconds, server: child });
   const to = Number(process.hrtime.bigint() / 1000n);
   await stop();
   const file = readdirSync(dir).find((entry) => entry.endsWith('.cpuprofile'));
