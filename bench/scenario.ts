@@ -40,7 +40,7 @@ export const FULL: Mode = {
   pairs: 10,
   rounds: 3,
   duration: 2,
-  warmup: 3,
+  warmup: 2,
   generations: 2,
   users: 1000,
   stormRequests: 1000,
@@ -50,9 +50,9 @@ export const FULL: Mode = {
   storeSessions: 1_000_000,
   lookups: 20_000,
   storeRequestSessions: 20_000,
-  downloadBytes: 1024 ** 3,
+  downloadBytes: 512 * 1024 ** 2,
   uploadBytes: 256 * 1024 ** 2,
-  profileSeconds: 10,
+  profileSeconds: 6,
 };
 
 export const QUICK: Mode = {
