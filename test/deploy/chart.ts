@@ -16,8 +16,12 @@ export type K8sObject = Record<string, any>;
 export interface Helm {
   /** Runs `helm ARGS`; never throws on a non-zero exit. */
   run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }>;
-  /** `helm template` of the chart with the given values files (names under test/deploy/values) and `--set` pairs. */
-  template(valuesFiles: string[], set?: string[]): Promise<Rendering>;
+  /**
+   * `helm template` of the chart with the given values files (names under
+   * test/deploy/values), `--set` pairs and any other arguments (`--set-json`,
+   * `--skip-schema-validation`).
+   */
+  template(valuesFiles: string[], set?: string[], extra?: string[]): Promise<Rendering>;
   close(): void;
 }
 
@@ -122,10 +126,11 @@ export async function extractHelm(): Promise<Helm> {
 
   return {
     run,
-    async template(valuesFiles, set = []) {
+    async template(valuesFiles, set = [], extra = []) {
       const args = ['template', 'gh', CHART, '--namespace', 'web'];
       for (const file of valuesFiles) args.push('-f', join(VALUES, file));
       for (const pair of set) args.push('--set', pair);
+      args.push(...extra);
       const { code, stdout, stderr } = await run(args);
       const objects = parseAllDocuments(stdout)
         .map((document) => document.toJS() as K8sObject | null)
@@ -157,9 +162,14 @@ export function gatewayContainer(rendering: Rendering): K8sObject {
  * render (existingSecret), from `external` (by key) or a valid test value.
  */
 export function podEnvironment(rendering: Rendering, external: Record<string, string> = {}): Record<string, string> {
+  return containerEnvironment(rendering, gatewayContainer(rendering), external);
+}
+
+/** The environment of one container of the rendered pod (see {@link podEnvironment}). */
+export function containerEnvironment(rendering: Rendering, container: K8sObject, external: Record<string, string> = {}): Record<string, string> {
   const secrets = new Map(rendering.objects.filter((o) => o.kind === 'Secret').map((o) => [o.metadata.name as string, o.data as Record<string, string>]));
   const env: Record<string, string> = {};
-  for (const variable of gatewayContainer(rendering).env as K8sObject[]) {
+  for (const variable of container.env as K8sObject[]) {
     const ref = variable.valueFrom?.secretKeyRef as { name: string; key: string } | undefined;
     if (ref === undefined) env[variable.name] = String(variable.value);
     else if (secrets.has(ref.name)) env[variable.name] = Buffer.from(secrets.get(ref.name)![ref.key]!, 'base64').toString('utf8');
@@ -182,6 +192,34 @@ export async function checkRenderedConfig(rendering: Rendering, env: Record<stri
     return await runCli(['check', '--config', file], env, join(dir, 'data'));
   } finally {
     if (existsSync(dir)) rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The `check` init container of the rendered Deployment, if any. */
+export function checkContainer(rendering: Rendering): K8sObject | undefined {
+  return (rendering.one('Deployment').spec.template.spec.initContainers as K8sObject[] | undefined)?.find((c) => c.name === 'check');
+}
+
+/**
+ * Runs the `check` init container's command line as the pod would: its args
+ * given to the real `node dist/cli.js` (the image's entry point), the config
+ * volume's mount path replaced by a temporary folder holding the
+ * ConfigMap's files, its environment (secrets from the rendered Secret or
+ * `external`), an empty folder as its working directory (/data).
+ */
+export async function runCheckContainer(rendering: Rendering, external: Record<string, string> = {}): Promise<CliResult> {
+  const container = checkContainer(rendering);
+  if (container === undefined) throw new Error('no check init container rendered');
+  const pod = rendering.one('Deployment').spec.template.spec;
+  const configMount = (container.volumeMounts as K8sObject[]).find((mount) => (pod.volumes as K8sObject[]).some((v) => v.name === mount.name && v.configMap))!;
+  const dir = mkdtempSync(join(tmpdir(), 'gatehouse-chart-check-'));
+  try {
+    for (const [name, text] of Object.entries(rendering.one('ConfigMap').data as Record<string, string>)) writeFileSync(join(dir, name), text);
+    mkdirSync(join(dir, 'data'));
+    const args = (container.args as string[]).map((arg) => (arg.startsWith(`${configMount.mountPath}/`) ? join(dir, arg.slice(configMount.mountPath.length + 1)) : arg));
+    return await runCli(args, containerEnvironment(rendering, container, external), join(dir, 'data'));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 }
 

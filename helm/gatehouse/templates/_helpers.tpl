@@ -306,3 +306,65 @@ forward-auth mode (the controller asks /forward-auth about every other path).
 {{- end -}}
 {{- $own | sortAlpha | toJson -}}
 {{- end -}}
+
+{{/*
+The container environment of the gateway and of its check init container:
+LOG_LEVEL, TMPDIR, every secret the config references (from the Secret),
+tracing, extraEnv.
+*/}}
+{{- define "gatehouse.env" -}}
+{{- $secretName := include "gatehouse.secretName" . -}}
+{{- $keys := .Values.existingSecretKeys -}}
+- name: LOG_LEVEL
+  value: {{ .Values.logLevel | quote }}
+- name: TMPDIR
+  value: /tmp
+{{- $method := include "gatehouse.clientAuthMethod" . }}
+{{- if has $method (list "client_secret_post" "client_secret_basic") }}
+- name: GATEHOUSE_CLIENT_SECRET
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secretName }}
+      key: {{ ternary $keys.clientSecret "client-secret" (not (empty .Values.existingSecret)) }}
+{{- else if eq $method "private_key_jwt" }}
+- name: GATEHOUSE_PRIVATE_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secretName }}
+      key: {{ ternary $keys.privateKey "private-key" (not (empty .Values.existingSecret)) }}
+{{- end }}
+{{- with include "gatehouse.adminTokenKey" . }}
+- name: GATEHOUSE_ADMIN_TOKEN
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secretName }}
+      key: {{ . }}
+{{- end }}
+{{- range $index, $key := include "gatehouse.assertionKeyNames" . | fromJsonArray }}
+- name: {{ include "gatehouse.assertionKeyEnv" $index }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secretName }}
+      key: {{ $key }}
+{{- end }}
+{{- range $index, $key := include "gatehouse.sessionKeyNames" . | fromJsonArray }}
+- name: {{ include "gatehouse.sessionKeyEnv" $index }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secretName }}
+      key: {{ $key }}
+{{- end }}
+{{- with .Values.tracing }}
+{{- if .otlpEndpoint }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ .otlpEndpoint | quote }}
+- name: OTEL_EXPORTER_OTLP_PROTOCOL
+  value: {{ .protocol | quote }}
+- name: OTEL_SERVICE_NAME
+  value: {{ .serviceName | quote }}
+{{- end }}
+{{- end }}
+{{- with .Values.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
