@@ -1,5 +1,6 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import type { Machine } from './machine.js';
+import { agreementTable } from './runs.js';
 import { fixed, MIB, type Mode, type Outcome, type Row } from './scenario.js';
 
 export interface Report {
@@ -52,8 +53,9 @@ export function writeResults(path: string, report: Report): void {
  * Writes the generated part of BENCHMARKS.md between its markers and keeps
  * everything outside them (the hand-written analysis).
  */
-export function writeBenchmarks(path: string, report: Report): void {
-  const generated = `${BEGIN}\n${markdown(report)}\n${END}`;
+export function writeBenchmarks(path: string, report: Report, previous?: Report): void {
+  const agreement = previous === undefined ? '' : `\n\n### This run beside the previous full run\n\n${agreementTable(previous, report)}\n`;
+  const generated = `${BEGIN}\n${markdown(report)}${agreement}\n${END}`;
   const current = existsSync(path) ? readFileSync(path, 'utf8') : '';
   const begin = current.indexOf(BEGIN);
   const end = current.indexOf(END);

@@ -6,6 +6,7 @@
  * (the refresh storm's single grant above all); speed is reported, never asserted.
  */
 import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -13,7 +14,7 @@ import { parseArgs } from 'node:util';
 import { ROOT, startCast, type Cast } from './cast.js';
 import { describeMachine } from './machine.js';
 import { canPin, DRIVER_CORE } from './processes.js';
-import { checksText, textTable, writeBenchmarks, writeResults } from './report.js';
+import { checksText, textTable, writeBenchmarks, writeResults, type Report } from './report.js';
 import { FULL, QUICK, type Outcome, type Scenario } from './scenario.js';
 import { accessLog } from './scenarios/access-log.js';
 import { apache } from './scenarios/apache.js';
@@ -103,12 +104,27 @@ async function main(): Promise<number> {
   if (mode.quick || only !== undefined) {
     writeResults(join(ROOT, 'dist-bench', mode.quick ? 'results.quick.json' : 'results.partial.json'), report);
   } else {
-    writeResults(join(ROOT, 'bench', 'results.json'), report);
-    writeBenchmarks(join(ROOT, 'BENCHMARKS.md'), report);
+    // The previous full run stays beside this one: BENCHMARKS.md shows whether their ratios agree within their spreads.
+    const resultsFile = join(ROOT, 'bench', 'results.json');
+    const previous = readPrevious(resultsFile);
+    if (previous !== undefined) writeResults(join(ROOT, 'bench', 'results.previous.json'), previous);
+    writeResults(resultsFile, report);
+    writeBenchmarks(join(ROOT, 'BENCHMARKS.md'), report, previous);
   }
   const failed = outcomes.filter((outcome) => outcome.error !== undefined || outcome.checks.some((c) => !c.ok));
   process.stdout.write(`\n${failed.length === 0 ? 'bench ok' : `bench FAILED: ${failed.map((outcome) => outcome.name).join(', ')}`} (${report.seconds.toFixed(1)} s)\n`);
   return failed.length === 0 ? 0 : 1;
+}
+
+/** The last full run's report, if bench/results.json holds one in pair form. */
+function readPrevious(file: string): Report | undefined {
+  if (!existsSync(file)) return undefined;
+  try {
+    const report = JSON.parse(readFileSync(file, 'utf8')) as Report;
+    return report.mode?.quick === false && typeof report.mode.pairs === 'number' ? report : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Ctrl+C must not leave a gateway, the baseline or the upstream running. */

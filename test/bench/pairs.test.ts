@@ -55,3 +55,25 @@ t.test('spread: median, quartiles and extremes', async (t) => {
   t.strictSame(spread([1, 2, 3, 4]), { median: 2.5, q1: 1.75, q3: 3.25, min: 1, max: 4, n: 4 });
   t.equal(spread([1, Number.NaN, Number.POSITIVE_INFINITY, 3]).n, 2, 'a ratio over a run that answered nothing is left out');
 });
+
+t.test('two full runs side by side: a comparison agrees when the interquartile ranges overlap', async (t) => {
+  const { agreementTable, comparisons } = await import('../../bench/runs.js');
+  const s = (median: number, q1: number, q3: number) => ({ median, q1, q3, min: q1, max: q3, n: 10 });
+  const run = (startedAt: string, hot: number, log: number) => ({
+    startedAt,
+    outcomes: [
+      { name: 'hot path', rows: [], checks: [], seconds: 1, data: { connections50: { rate: s(hot, hot - 0.02, hot + 0.02), cpu: s(1, 0.98, 1.02), pairs: [] }, idleRss: { baseline: [1] } } },
+      { name: 'access log', rows: [], checks: [], seconds: 1, data: { infoFile: { rate: s(log, log - 0.01, log + 0.01), cpu: s(1.1, 1.05, 1.15) } } },
+    ],
+  });
+  const first = run('2026-11-27T13:20:00.000Z', 0.95, 0.8);
+  const second = run('2026-11-27T13:40:00.000Z', 0.97, 0.9);
+  t.strictSame(
+    comparisons(second).map((c) => c.key),
+    ['hot path / connections50', 'access log / infoFile'],
+  );
+  const table = agreementTable(first, second);
+  t.match(table, /^3 of 4 ratios agree/);
+  t.match(table, /\| hot path \/ connections50 \| 0\.95 \(0\.93–0\.97\) \| 0\.97 \(0\.95–0\.99\) \| yes \|/);
+  t.match(table, /\| access log \/ infoFile \| 0\.80 \(0\.79–0\.81\) \| 0\.90 \(0\.89–0\.91\) \| NO \|/);
+});
