@@ -19,7 +19,8 @@ const ARGS = [
   // A container's /dev/shm is often 64 MiB, too small for Chromium (Debian's launcher means to add this, but can miscount).
   '--disable-dev-shm-usage',
   // Only loopback exists for the browser: oidc-provider's pages @import a web font from the internet.
-  '--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1',
+  // *.localhost too (RFC 6761): Chromium resolves those names to loopback itself (README "Several sites").
+  '--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE *.localhost, EXCLUDE 127.0.0.1',
 ];
 /** Gitignored. */
 const ARTIFACTS = fileURLToPath(new URL('../../test-artifacts/', import.meta.url));
