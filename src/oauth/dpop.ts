@@ -33,7 +33,7 @@ const NONCE = /^[\x21\x23-\x5B\x5D-\x7E]{1,512}$/;
  * DPoP (RFC 9449) for the gateway: one key pair per user, proofs on token
  * and refresh requests through openid-client (which answers a server's
  * `use_dpop_nonce` by retrying once with the nonce), and a fresh proof on
- * every proxied request, signed here (BENCHMARKS.md "DPoP"): the same
+ * every proxied request, signed here (the `dpop` row of `npm run bench`): the same
  * claims openid-client signs (test/client-auth/dpop.test.ts, where a
  * validating upstream checks them), with a new `jti` and `iat` each time.
  * Imported keys are cached by their public half (bounded like the session
