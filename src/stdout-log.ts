@@ -4,6 +4,8 @@ import type { DestinationStream } from 'pino';
 /** How long a line may wait in the buffer when fewer than BUFFER_BYTES follow it. */
 const FLUSH_INTERVAL_MS = 100;
 const BUFFER_BYTES = 8 * 1024;
+/** What may wait for a reader that does not keep up; later lines are dropped and counted. */
+const MAX_PENDING_BYTES = 8 * 1024 * 1024;
 /** How long the exit flush retries a non-blocking descriptor that is full (EAGAIN) before giving up. */
 const EXIT_RETRY_MS = 1000;
 const EAGAIN_PAUSE_MS = 10;
@@ -17,7 +19,9 @@ const EAGAIN_PAUSE_MS = 10;
  *
  * A reader that has gone away (EPIPE, or any other write error but a full
  * non-blocking pipe) ends the log, not the gateway: later lines are dropped
- * and nothing is retried. pino's own destination (sonic-boom) retries a
+ * and nothing is retried. A reader that is slower than the log keeps at most
+ * MAX_PENDING_BYTES waiting; the lines beyond are dropped, and their count is
+ * written as a warning line once the reader catches up. pino's own destination (sonic-boom) retries a
  * failed synchronous write forever when the process exits, so a gateway
  * whose stdout reader had exited never finished its SIGTERM
  * (test/cli/sigterm-dead-stdout.test.ts).
@@ -27,6 +31,7 @@ export class StdoutLog implements DestinationStream {
   private pendingLength = 0;
   private writing = false;
   private broken = false;
+  private dropped = 0;
   private flushed: Array<(err?: Error) => void> = [];
 
   constructor(private readonly fd = 1) {
@@ -37,6 +42,10 @@ export class StdoutLog implements DestinationStream {
 
   write(line: string): void {
     if (this.broken) return;
+    if (this.pendingLength >= MAX_PENDING_BYTES) {
+      this.dropped++;
+      return;
+    }
     this.pending.push(line);
     this.pendingLength += line.length;
     if (this.pendingLength >= BUFFER_BYTES) this.flush();
@@ -68,7 +77,16 @@ export class StdoutLog implements DestinationStream {
     }
   }
 
+  /** Characters of the lines waiting for the reader. */
+  get waiting(): number {
+    return this.pendingLength;
+  }
+
   private take(): Buffer {
+    if (this.dropped > 0) {
+      this.pending.push(droppedLine(this.dropped));
+      this.dropped = 0;
+    }
     const block = Buffer.from(this.pending.join(''));
     this.pending = [];
     this.pendingLength = 0;
@@ -105,4 +123,9 @@ export class StdoutLog implements DestinationStream {
     this.flushed = [];
     for (const done of waiting) done();
   }
+}
+
+/** The line that stands for lines the reader was too slow to take, in the log's own shape (pino's warn level). */
+function droppedLine(count: number): string {
+  return `${JSON.stringify({ level: 40, time: Date.now(), msg: `${count} log lines dropped: standard output did not keep up` })}\n`;
 }
