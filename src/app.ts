@@ -5,8 +5,7 @@ import cookiePlugin from '@fastify/cookie';
 import type { Logger } from 'pino';
 import type { Config } from './config/schema.js';
 import { GATEWAY_ROUTE_CLASSES, Metrics } from './metrics/metrics.js';
-import { Provider } from './oauth/provider.js';
-import { DpopKeys } from './oauth/dpop.js';
+import { ProviderRegistry } from './oauth/providers.js';
 import { TokenRefresher } from './oauth/refresh.js';
 import { TargetTokens } from './oauth/target-token.js';
 import { PENDING_LOGIN_TTL_MS, PendingLogins } from './oauth/pending-login.js';
@@ -89,7 +88,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   const clock = options.clock ?? systemClock;
   const sealer = new Sealer(config.session.encryptionKeys);
   const store = new SessionStore(await openBackend(config.session.store, options.cwd, config.session.keyPrefix, { log: logger }), sealer, config.session.cacheSize, clock);
-  const provider = new Provider(config.provider, logger);
+  const providers = new ProviderRegistry(config, logger as FastifyBaseLogger, () => clock.now());
   const routes = compileRoutes(config);
   const clientAddressing = new ClientAddressing(config.server.trustProxy);
   const sites = new Sites(config, clientAddressing.trust, routes);
@@ -100,14 +99,11 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
     [SIGN_IN_TARGET, ...new Set(sites.all.flatMap((one) => one.routes.targets.map((target) => target.label)))],
     sites.several ? new Map(sites.all.map((one) => [one.name, one.routes.routes.map((route) => route.label)])) : undefined,
   );
-  const dpop = config.provider.dpop ? new DpopKeys(provider, config.session.cacheSize) : undefined;
   const refresher = new TokenRefresher({
-    provider,
-    dpop,
+    providers,
     store,
     metrics,
     clock,
-    userIdClaim: config.provider.userIdClaim,
     refreshSkewMs: config.tokens.refreshSkew * 1000,
     defaultLifetime: config.tokens.defaultLifetime,
   });
@@ -122,7 +118,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
     ? new BearerGate(
         new BearerVerifier({
           settings: config.machineClients,
-          provider,
+          provider: providers.default.provider,
           providerUserIdClaim: config.provider.userIdClaim,
           timeoutMs: config.provider.timeout * 1000,
           cacheSize: config.session.cacheSize,
@@ -133,20 +129,18 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
     : undefined;
   const context: GatewayContext = {
     config,
-    provider,
+    providers,
     store,
     sessionHandles: new SessionHandles(config.session.encryptionKeys),
     assertions:
       config.assertion.signingKeys === undefined ? undefined : await IdentityAssertions.create(config.assertion.signingKeys, config.assertion.lifetime, publicUrl),
     metrics,
     clock,
-    dpop,
     routes,
     refresher,
     targetTokens: new TargetTokens({
-      provider,
+      providers,
       refresher,
-      dpop,
       store,
       refreshes: metrics.refreshes,
       clock,
@@ -170,7 +164,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   if (config.server.publicUrl === 'https://app.example.com') {
     logger.warn('server.publicUrl is the example default https://app.example.com: set it to the URL browsers use');
   }
-  await provider.start();
+  await providers.start();
 
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
@@ -217,12 +211,12 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
   const websockets = new OpenSockets(store, clock, metrics.websocketConnections, logger, config.server.idleTimeout * 1000);
   if (!config.forwardAuth.only) proxyWebSockets(app.server, context, websockets, logger as FastifyBaseLogger);
 
-  const readiness = new Readiness(provider, store);
+  const readiness = new Readiness(providers, store);
   const { token } = config.admin;
   const sessionApi =
     token === undefined
       ? undefined
-      : { token, store, provider, handles: context.sessionHandles, userIdClaim: config.provider.userIdClaim, issuer: config.provider.issuer };
+      : { token, store, providers, handles: context.sessionHandles, userIdClaim: config.provider.userIdClaim, issuer: config.provider.issuer };
   const admin = await buildAdmin(metrics, readiness, logger, sessionApi);
   return {
     app,
@@ -231,7 +225,7 @@ export async function buildGateway(config: Config, options: GatewayOptions): Pro
     readiness,
     websockets,
     async close() {
-      provider.close();
+      providers.close();
       // The open sockets hold the listener's close: they go first (at once, unless a shutdown already gave them a grace period).
       await Promise.all([websockets.closeAll(0), app.close()]);
       await admin.close();

@@ -1,8 +1,7 @@
 import type { Config } from './config/schema.js';
-import type { Provider } from './oauth/provider.js';
+import type { ProviderRegistry } from './oauth/providers.js';
 import type { TokenRefresher } from './oauth/refresh.js';
 import type { TargetTokens } from './oauth/target-token.js';
-import type { DpopKeys } from './oauth/dpop.js';
 import type { PendingLogins } from './oauth/pending-login.js';
 import type { SessionStore } from './session/store.js';
 import type { SessionHandles } from './session/handle.js';
@@ -28,7 +27,8 @@ export type { Site } from './access/sites.js';
  */
 export interface GatewayContext {
   config: Config;
-  provider: Provider;
+  /** The identity providers by name (README "Several identity providers"): `default` is the top-level `provider`. */
+  providers: ProviderRegistry;
   store: SessionStore;
   /** Pseudonyms of sessions: what the session API lists and ends, an assertion's `sid` (README "Ending sessions"). */
   sessionHandles: SessionHandles;
@@ -37,8 +37,6 @@ export interface GatewayContext {
   refresher: TokenRefresher;
   /** The users' tokens for the routes' token targets (README "A token for each API"). */
   targetTokens: TargetTokens;
-  /** With `provider.dpop`: the users' DPoP keys and proofs (RFC 9449); otherwise undefined. */
-  dpop: DpopKeys | undefined;
   pendingLogins: PendingLogins;
   cookies: GatewayCookies;
   metrics: Metrics;

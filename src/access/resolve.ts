@@ -3,6 +3,7 @@ import type { GatewayContext } from '../context.js';
 import { hashSessionId, isSessionIdShaped } from '../session/session-id.js';
 import type { SessionRecord, TokenRecord } from '../session/store.js';
 import { endSessionsAndRevoke } from '../oauth/revocation.js';
+import { DEFAULT_PROVIDER } from '../oauth/providers.js';
 
 /** A browser's live session and the token record it shares with the user's other sessions. */
 export interface ResolvedSession {
@@ -26,12 +27,12 @@ const IDLE_WRITE_FRACTION = 10;
  * written (a miss, a use to record for the idle timeout, a session to end).
  * Throws GH_ERR_STORE_UNAVAILABLE while the store is down.
  */
-export function resolveCached(context: GatewayContext, sessionId: string | undefined, now: number): ResolvedSession | null | undefined {
+export function resolveCached(context: GatewayContext, sessionId: string | undefined, now: number, provider?: string): ResolvedSession | null | undefined {
   if (sessionId === undefined || !isSessionIdShaped(sessionId)) return null;
   const { store } = context;
   const hash = hashSessionId(sessionId);
   const session = store.peekSession(hash, now);
-  if (session === null) return null;
+  if (session === null || (session !== undefined && !ofProvider(session, provider))) return null;
   if (session === undefined || !usedRecently(context, session, now)) return undefined;
   const tokens = store.peekTokens(session.userId);
   if (tokens === undefined || tokens.sessions[hash] === undefined) return undefined;
@@ -60,20 +61,31 @@ export async function resolveSessionId(
   sessionId: string | undefined,
   log: FastifyBaseLogger,
   now = context.clock.now(),
+  provider?: string,
 ): Promise<ResolvedSession | null> {
-  const cached = resolveCached(context, sessionId, now);
-  return cached === undefined ? resolveStored(context, sessionId!, log, now) : cached;
+  const cached = resolveCached(context, sessionId, now, provider);
+  return cached === undefined ? resolveStored(context, sessionId!, log, now, provider) : cached;
+}
+
+/**
+ * Whether a session may be used where `provider` signs in (a site's
+ * provider, README "Several identity providers"): a session made with
+ * another provider is no session there. Undefined accepts every provider
+ * (a sign-out, which ends whatever session the browser has).
+ */
+function ofProvider(session: SessionRecord, provider: string | undefined): boolean {
+  return provider === undefined || (session.provider ?? DEFAULT_PROVIDER) === provider;
 }
 
 /**
  * The part of {@link resolveSessionId} that reads or writes the store: for a
  * session id that {@link resolveCached} could not decide (never undefined then).
  */
-export async function resolveStored(context: GatewayContext, sessionId: string, log: FastifyBaseLogger, now: number): Promise<ResolvedSession | null> {
+export async function resolveStored(context: GatewayContext, sessionId: string, log: FastifyBaseLogger, now: number, provider?: string): Promise<ResolvedSession | null> {
   const { store, config } = context;
   const hash = hashSessionId(sessionId);
   let session = await store.getSession(hash, now);
-  if (!session) return null;
+  if (!session || !ofProvider(session, provider)) return null;
   const idleMs = config.session.idleTimeout * 1000;
   if (idleMs > 0) {
     const seenAt = session.seenAt ?? now;

@@ -3,7 +3,7 @@ import type { GatewayContext } from '../context.js';
 import type { Site } from './sites.js';
 import { endToEndHeaders } from '../http/hop-by-hop.js';
 import { isReplacedFromClient, isReplacedFromProxy } from '../http/client-address.js';
-import type { DpopKeys } from '../oauth/dpop.js';
+import type { ProviderRegistry } from '../oauth/providers.js';
 import type { Route } from '../routing/route-table.js';
 import type { TargetToken, TokenRecord } from '../session/store.js';
 import type { Admission } from './admission.js';
@@ -72,7 +72,9 @@ export function upstreamToken(route: Route, admission: Admission | CallerAdmissi
  * a token target; '' without DPoP, or for a record from before `dpop` was
  * turned on, whose Bearer token is sent as such until its refresh binds a key.
  */
-export function upstreamProof(dpop: DpopKeys | undefined, tokens: TokenRecord, method: string, target: URL, targetToken?: TargetToken): string {
+export function upstreamProof(providers: ProviderRegistry, tokens: TokenRecord, method: string, target: URL, targetToken?: TargetToken): string {
+  // The key of the record's own provider (README "Several identity providers").
+  const dpop = tokens.dpopKey === undefined ? undefined : providers.get(tokens.provider)?.dpop;
   if (dpop === undefined || tokens.dpopKey === undefined) return '';
   // A target token goes with a proof only when it was issued bound to the key (its grant carried a proof).
   if (targetToken !== undefined) return targetToken.bound === true ? dpop.proof(tokens.dpopKey, method, target, targetToken.accessToken) : '';

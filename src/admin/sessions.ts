@@ -2,8 +2,8 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { errorRow, isGatehouseError } from '../errors.js';
 import { openIdUserKey, plainUserKey } from '../oauth/identify.js';
-import type { Provider } from '../oauth/provider.js';
-import { endEverySession, revokeRefreshToken } from '../oauth/revocation.js';
+import type { ProviderRegistry } from '../oauth/providers.js';
+import { endEverySession, revokeAtItsProvider } from '../oauth/revocation.js';
 import { endSessions } from '../session/ending.js';
 import { SessionHandles } from '../session/handle.js';
 import type { SessionStore } from '../session/store.js';
@@ -14,7 +14,8 @@ export interface SessionApiOptions {
   /** `admin.token`: the bearer every call must present. */
   token: string;
   store: SessionStore;
-  provider: Provider;
+  /** The identity providers: a user's sessions are revoked at the provider of their record; without `?iss=` the default provider's issuer is meant. */
+  providers: ProviderRegistry;
   handles: SessionHandles;
   /** `provider.userIdClaim`: with `sub`, a user's record key follows from the user id alone. */
   userIdClaim: string;
@@ -46,7 +47,8 @@ type UserQuery = Record<string, string | string[] | undefined>;
  * if (config.admin.token !== undefined) sessionApi(admin, { token: config.admin.token, store, provider, handles, userIdClaim: 'sub', issuer });
  */
 export function sessionApi(admin: FastifyInstance, options: SessionApiOptions): void {
-  const { store, provider, handles } = options;
+  const { store, providers, handles } = options;
+  const provider = providers.default.provider;
   const expected = digest(options.token);
 
   admin.register(async (api) => {
@@ -80,7 +82,7 @@ export function sessionApi(admin: FastifyInstance, options: SessionApiOptions): 
       const { user, iss } = userParameters(request.query);
       if (user === undefined) return badRequest(reply, 'give the user id as ?user= (and ?iss= with several issuers)');
       let ended = 0;
-      for (const userId of await recordKeys(user, iss)) ended += (await endEverySession(store, provider, userId, request.log))?.ended ?? 0;
+      for (const userId of await recordKeys(user, iss)) ended += (await endEverySession(store, providers, userId, request.log))?.ended ?? 0;
       request.log.info({ caller: request.ip, userId: user, sessions: ended }, 'every session of the user ended by the session api');
       return reply.header('cache-control', 'no-store').send({ ended });
     });
@@ -91,7 +93,7 @@ export function sessionApi(admin: FastifyInstance, options: SessionApiOptions): 
       const userId = await store.getLink(handleLinkName(handle));
       const result = userId === null ? null : await endSessions(store, userId, (hash) => handles.of(hash) === handle);
       // The last session out revokes the refresh token, as a logout does.
-      if (result?.lastOut && result.ended > 0 && result.record.refreshToken !== undefined) await revokeRefreshToken(provider, result.record.refreshToken, request.log);
+      if (result?.lastOut && result.ended > 0) await revokeAtItsProvider(providers, result.record, request.log);
       const ended = result?.ended ?? 0;
       request.log.info({ caller: request.ip, session: handle, sessions: ended, ...(result ? { userId: result.record.user ?? result.record.userId } : {}) }, 'session ended by the session api');
       return reply.header('cache-control', 'no-store').send({ ended });

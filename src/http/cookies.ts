@@ -15,6 +15,13 @@ export class GatewayCookies {
   readonly loginName: string;
   /** Set by the callback for a minute: a browser that carries it but no session cookie refused the session cookie (no redirect loop, README "What the browser sees"). */
   readonly signedInName: string;
+  /**
+   * Provider name -> the name of the sign-in host's session cookie of that
+   * provider (README "Several identity providers"): the default provider's is
+   * `sessionName`, a named one's `sessionName.NAME`, so the sign-in host keeps
+   * one session per provider and a sign-in at one never replaces the other's.
+   */
+  readonly #sessionNames: ReadonlyMap<string, string>;
   readonly #session: CookieSerializeOptions;
   readonly #login: CookieSerializeOptions;
   readonly #cleared: CookieSerializeOptions;
@@ -27,6 +34,7 @@ export class GatewayCookies {
     const secure = cookieIsSecure(config);
     const maxAge = config.session.cookieMaxAge;
     this.sessionName = config.session.cookieName;
+    this.#sessionNames = new Map([['default', this.sessionName], ...Object.keys(config.providers ?? {}).map((name): [string, string] => [name, `${this.sessionName}.${name}`])]);
     // Keeps the session cookie's prefix: a __Host- login cookie is also host-only, Secure and Path=/.
     this.loginName = `${config.session.cookieName}_login`;
     this.#session = { httpOnly: true, path: '/', secure, sameSite: config.session.cookieSameSite, ...(maxAge > 0 ? { maxAge } : {}) };
@@ -40,8 +48,19 @@ export class GatewayCookies {
     this.#loginCleared = { ...this.#login, maxAge: 0, expires: new Date(0) };
   }
 
-  setSession(reply: FastifyReply, sessionId: string): void {
-    reply.setCookie(this.sessionName, sessionId, this.#session);
+  /** Sets the session cookie; `provider`: the sign-in host's cookie of that provider's session (default: the default provider's). */
+  setSession(reply: FastifyReply, sessionId: string, provider = 'default'): void {
+    reply.setCookie(this.sessionNameOf(provider), sessionId, this.#session);
+  }
+
+  /** The sign-in host's session cookie name for `provider`'s session: `sessionName` for the default provider. */
+  sessionNameOf(provider: string): string {
+    return this.#sessionNames.get(provider) ?? this.sessionName;
+  }
+
+  /** Every provider's session cookie name, the default provider's first. */
+  get sessionNames(): IterableIterator<[string, string]> {
+    return this.#sessionNames.entries();
   }
 
   /** Marks this browser as just signed in (the callback), or unmarks it (sign-out). */
@@ -49,8 +68,8 @@ export class GatewayCookies {
     reply.setCookie(this.signedInName, signedIn ? '1' : '', signedIn ? this.#signedIn : this.#signedInCleared);
   }
 
-  clearSession(reply: FastifyReply): void {
-    reply.setCookie(this.sessionName, '', this.#cleared);
+  clearSession(reply: FastifyReply, provider = 'default'): void {
+    reply.setCookie(this.sessionNameOf(provider), '', this.#cleared);
   }
 
   /** Sets the login cookie, or deletes it when no pending login remains. */
@@ -75,7 +94,12 @@ export class GatewayCookies {
   }
 
   isOwn(name: string): boolean {
-    return name === this.sessionName || name === this.loginName || name === this.signedInName;
+    return name === this.sessionName || name === this.loginName || name === this.signedInName || (this.#sessionNames.size > 1 && this.#isProviderSession(name));
+  }
+
+  #isProviderSession(name: string): boolean {
+    for (const own of this.#sessionNames.values()) if (own === name) return true;
+    return false;
   }
 }
 

@@ -31,8 +31,11 @@ export function openIdUserKey(issuer: string, subject: string): string {
  * `userIdClaim` value with its JSON type, so the number 1 and the string "1"
  * are two users (test/provider/plain-oauth.test.ts).
  */
-export function plainUserKey(value: string | number): string {
-  return `oauth.${hash('sha256', JSON.stringify(value), 'base64url')}`;
+export function plainUserKey(value: string | number, provider = 'default'): string {
+  // A plain OAuth 2.0 server has no issuer to tell its users apart from another's: a named provider's name does
+  // (README "Several identity providers"); the default provider's keys stay as they always were.
+  const named = provider === 'default' ? JSON.stringify(value) : JSON.stringify([provider, value]);
+  return `oauth.${hash('sha256', named, 'base64url')}`;
 }
 
 /** ID token claims that describe the token itself, not the user. */
@@ -76,7 +79,7 @@ export async function identify(
   const claims = await withUserinfo(provider, response.access_token, fromIdToken, dpop);
   const shown = claims[userIdClaim];
   if (!isUsableId(shown)) return undefined;
-  if (!provider.isOpenIdProvider) return { userId: plainUserKey(shown), user: String(shown), claims };
+  if (!provider.isOpenIdProvider) return { userId: plainUserKey(shown, provider.name), user: String(shown), claims };
   const subject = claims.sub;
   if (!isUsableId(subject) || typeof subject !== 'string') return undefined;
   return { userId: openIdUserKey(provider.configuration.serverMetadata().issuer, subject), user: String(shown), claims };
@@ -120,7 +123,7 @@ export async function refreshedIdentity(
   const claims = await withUserinfo(provider, response.access_token, fromIdToken, dpop);
   if (!provider.isOpenIdProvider) {
     const shown = claims[userIdClaim];
-    if (!isUsableId(shown) || plainUserKey(shown) !== stored.userId) throw new SubjectMismatchError('userinfo');
+    if (!isUsableId(shown) || plainUserKey(shown, provider.name) !== stored.userId) throw new SubjectMismatchError('userinfo');
   }
   return { claims, user: shownUser(claims, userIdClaim) };
 }

@@ -278,6 +278,22 @@ function importPublicJwk(entry: unknown): PublicJwk[] {
   }
 }
 
+/**
+ * The `iss` a logout token claims, read before any check and trusted for
+ * nothing but picking the provider whose keys and client then verify it
+ * (README "Several identity providers"); undefined when it cannot be read.
+ */
+export function claimedIssuer(token: string): string | undefined {
+  const parts = token.length > MAX_TOKEN_LENGTH ? [] : token.split('.');
+  if (parts.length !== 3) return undefined;
+  try {
+    const { iss } = decodeJson(parts[1]!, 'payload');
+    return typeof iss === 'string' ? iss : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 function decodeJson(part: string, name: string): Record<string, unknown> {
   let value: unknown;
   try {

@@ -9,6 +9,8 @@ export interface PendingLogin {
   codeVerifier: string;
   nonce?: string;
   returnTo: string;
+  /** The provider the sign-in goes to, which must complete it (README "Several identity providers"); absent: `default`. */
+  provider?: string;
   /**
    * The step-up this sign-in asked for (README "Step-up"). Kept here, sealed,
    * not read back from the URL: the callback verifies the ID token against

@@ -25,7 +25,14 @@ export class Provider {
   /** The issuer the provider's metadata names, while it is not the configured one. */
   #announcedIssuer: string | undefined;
 
-  constructor(settings: Config['provider'], log: FastifyBaseLogger) {
+  /**
+   * @param name the provider's name in the registry (src/oauth/providers.ts): `default` for the top-level `provider`
+   */
+  constructor(
+    settings: Config['provider'],
+    log: FastifyBaseLogger,
+    readonly name = 'default',
+  ) {
     this.#settings = settings;
     this.#log = log;
   }

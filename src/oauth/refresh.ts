@@ -11,7 +11,7 @@ import { gatehouseError } from '../errors.js';
 import type { Clock } from '../clock.js';
 import type { Span } from '@opentelemetry/api';
 import { activeSpan, annotate, traceAsCall } from '../tracing/tracing.js';
-import type { DpopKeys } from './dpop.js';
+import type { ProviderRegistry } from './providers.js';
 import { SIGN_IN_TARGET } from '../config/token-targets.js';
 
 /** What a refresh ends in: done, failed, or joined to one already under way. */
@@ -23,14 +23,11 @@ export interface RefreshCounter {
 }
 
 export interface RefresherOptions {
-  provider: Provider;
-  /** With `provider.dpop`: refresh requests carry a proof of the user's key (RFC 9449 §5). */
-  dpop?: DpopKeys | undefined;
+  /** Each record is refreshed at the provider it was made with (its `provider`), with that provider's DPoP keys (RFC 9449 §5). */
+  providers: ProviderRegistry;
   store: SessionStore;
   /** Where refresh outcomes are counted (the `gatehouse_token_refreshes_total` counter of src/metrics/metrics.ts). */
   metrics: { refreshes: RefreshCounter };
-  /** `provider.userIdClaim`: the claim shown for the user, and with a plain OAuth 2.0 server the key userinfo must keep naming. */
-  userIdClaim: string;
   refreshSkewMs: number;
   clock: Clock;
   defaultLifetime: number;
@@ -169,7 +166,8 @@ export class TokenRefresher {
   }
 
   async #refresh(current: TokenRecord, log: FastifyBaseLogger, span: Span | undefined): Promise<TokenRecord> {
-    const { provider, store, metrics, dpop } = this.#options;
+    const { store, metrics } = this.#options;
+    const { provider, dpop, settings } = this.#options.providers.of(current);
     const sentAt = this.#options.clock.now();
     let response: Awaited<ReturnType<typeof oidc.refreshTokenGrant>>;
     // A record from before `dpop` was turned on has no key yet: it gets one now, bound to the refreshed token.
@@ -208,7 +206,7 @@ export class TokenRefresher {
     }
     let identity: RefreshedIdentity;
     try {
-      identity = await refreshedIdentity(provider, response, current, this.#options.userIdClaim, dpopHandle);
+      identity = await refreshedIdentity(provider, response, current, settings.userIdClaim, dpopHandle);
     } catch (err) {
       metrics.refreshes.inc({ target: SIGN_IN_TARGET, result: 'failed' });
       const otherUser = err instanceof SubjectMismatchError;

@@ -3,7 +3,8 @@ import type { FastifyBaseLogger } from 'fastify';
 import { describeFailure, type Provider } from './provider.js';
 import { traceAsCall } from '../tracing/tracing.js';
 import { endSessions, type EndedSessions } from '../session/ending.js';
-import type { SessionStore } from '../session/store.js';
+import type { SessionStore, TokenRecord } from '../session/store.js';
+import type { ProviderRegistry } from './providers.js';
 
 /**
  * Revokes a refresh token at the revocation endpoint (RFC 7009), when the
@@ -25,10 +26,16 @@ export async function revokeRefreshToken(provider: Provider, refreshToken: strin
  * session API's `DELETE /sessions?user=` and an identity provider's security
  * event (README "Ending sessions"). Null when the user has no record.
  */
-export async function endEverySession(store: SessionStore, provider: Provider, userId: string, log: FastifyBaseLogger): Promise<EndedSessions | null> {
+export async function endEverySession(store: SessionStore, providers: ProviderRegistry, userId: string, log: FastifyBaseLogger): Promise<EndedSessions | null> {
   const result = await endSessions(store, userId, () => true);
-  if (result?.record.refreshToken !== undefined) await revokeRefreshToken(provider, result.record.refreshToken, log);
+  if (result?.record.refreshToken !== undefined) await revokeAtItsProvider(providers, result.record, log);
   return result;
+}
+
+/** Revokes a record's refresh token at the provider that issued it (README "Several identity providers"); none for a provider no longer configured. */
+export async function revokeAtItsProvider(providers: ProviderRegistry, record: TokenRecord, log: FastifyBaseLogger): Promise<void> {
+  const client = providers.get(record.provider);
+  if (client !== undefined && record.refreshToken !== undefined) await revokeRefreshToken(client.provider, record.refreshToken, log);
 }
 
 /**
@@ -39,7 +46,7 @@ export async function endEverySession(store: SessionStore, provider: Provider, u
  * browser sees", /logout).
  */
 export async function endSessionsAndRevoke(
-  context: { store: SessionStore; provider: Provider },
+  context: { store: SessionStore; providers: ProviderRegistry },
   log: FastifyBaseLogger,
   userId: string,
   hash: string,
@@ -47,6 +54,6 @@ export async function endSessionsAndRevoke(
 ): Promise<EndedSessions | null> {
   await context.store.deleteSession(hash);
   const result = await endSessions(context.store, userId, selected);
-  if (result?.lastOut && result.record.refreshToken !== undefined) await revokeRefreshToken(context.provider, result.record.refreshToken, log);
+  if (result?.lastOut) await revokeAtItsProvider(context.providers, result.record, log);
   return result;
 }

@@ -1,10 +1,9 @@
 import * as oidc from 'openid-client';
 import type { FastifyBaseLogger } from 'fastify';
-import type { Provider } from './provider.js';
 import { classifyProviderFailure, describeFailure } from './provider.js';
 import { needsRefresh, readTokenResponse } from './token-set.js';
 import { everySession, type TokenRefresher } from './refresh.js';
-import type { DpopKeys } from './dpop.js';
+import type { ProviderRegistry } from './providers.js';
 import type { SessionStore, TargetToken, TokenRecord } from '../session/store.js';
 import { endSessionsOf } from '../session/ending.js';
 import type { TokenTarget } from '../config/token-targets.js';
@@ -25,10 +24,9 @@ const ID_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:id_token';
 const TARGET_REFUSALS: ReadonlySet<string> = new Set(['invalid_target', 'invalid_scope', 'access_denied', 'unauthorized_client']);
 
 export interface TargetTokensOptions {
-  provider: Provider;
+  /** Each record's grants go to the provider it was made with, with that provider's DPoP keys (RFC 9449 §5). */
+  providers: ProviderRegistry;
   refresher: TokenRefresher;
-  /** With `provider.dpop`: grants carry a proof of the user's key and the tokens are bound to it (RFC 9449 §5). */
-  dpop?: DpopKeys | undefined;
   store: SessionStore;
   /** `gatehouse_token_refreshes_total`, by target label and result. */
   refreshes: { inc(labels: { target: string; result: string }): void };
@@ -129,7 +127,7 @@ export class TargetTokens {
     let response: oidc.TokenEndpointResponse;
     try {
       const options = await this.#dpopOptions(current);
-      response = await traceAsCall('refresh', () => oidc.refreshTokenGrant(this.#options.provider.configuration, refreshToken, parameters, options));
+      response = await traceAsCall('refresh', () => oidc.refreshTokenGrant(this.#options.providers.of(current).provider.configuration, refreshToken, parameters, options));
     } catch (err) {
       throw await this.#failure(err, current, target, log, true);
     }
@@ -159,7 +157,7 @@ export class TargetTokens {
     let response: oidc.TokenEndpointResponse;
     try {
       const options = await this.#dpopOptions(base);
-      response = await traceAsCall('token', () => oidc.genericGrantRequest(this.#options.provider.configuration, TOKEN_EXCHANGE_GRANT, parameters, options));
+      response = await traceAsCall('token', () => oidc.genericGrantRequest(this.#options.providers.of(base).provider.configuration, TOKEN_EXCHANGE_GRANT, parameters, options));
     } catch (err) {
       throw await this.#failure(err, base, target, log, false);
     }
@@ -168,8 +166,8 @@ export class TargetTokens {
 
   /** Stores the target's new token in the user's record (and a rotated refresh token); an unusable answer is 503. */
   async #keep(before: TokenRecord, next: TokenRecord, response: oidc.TokenEndpointResponse, sentAt: number, target: TokenTarget, log: FastifyBaseLogger): Promise<TargetGrant> {
-    const { refresher, dpop, refreshes, defaultLifetime } = this.#options;
-    const bound = dpop !== undefined && before.dpopKey !== undefined;
+    const { refresher, refreshes, defaultLifetime } = this.#options;
+    const bound = this.#options.providers.of(before).dpop !== undefined && before.dpopKey !== undefined;
     let token: TargetToken;
     try {
       const issued = readTokenResponse(response, sentAt, defaultLifetime, bound ? 'dpop' : 'bearer');
@@ -196,7 +194,8 @@ export class TargetTokens {
    * worth keeping (network, timeout, 5xx, 408, 429) is 503 and keeps all.
    */
   async #failure(err: unknown, current: TokenRecord, target: TokenTarget, log: FastifyBaseLogger, refreshGrant: boolean): Promise<Error> {
-    const { refreshes, store, provider } = this.#options;
+    const { refreshes, store } = this.#options;
+    const { provider } = this.#options.providers.of(current);
     refreshes.inc({ target: target.label, result: 'failed' });
     const failure = describeFailure(err, provider.ready ? provider.configuration.serverMetadata().token_endpoint : undefined);
     const fields = { userId: shown(current), target: target.label, failure };
@@ -220,7 +219,7 @@ export class TargetTokens {
   }
 
   async #dpopOptions(record: TokenRecord): Promise<oidc.DPoPOptions | undefined> {
-    const { dpop } = this.#options;
+    const { dpop } = this.#options.providers.of(record);
     // A record from before `dpop` was turned on has no key: its target tokens stay Bearer until a sign-in refresh binds one.
     return dpop && record.dpopKey ? { DPoP: await dpop.handle(record.dpopKey) } : undefined;
   }

@@ -46,7 +46,7 @@ export function createAuthenticate(
   refusedAfterRetry: LRUCache<string, string>,
   gatewayPaths: ReadonlySet<string>,
 ): PreHandler {
-  const { cookies, refresher, targetTokens, dpop, routes, clock, errorResponse, links, bearer } = context;
+  const { cookies, refresher, targetTokens, providers, routes, clock, errorResponse, links, bearer } = context;
   /** The cross-site rule for a request of publicUrl's host, or of the site its host chose (README "Several sites"). */
   const isCrossSite = (request: FastifyRequest): boolean => (request.site ?? context.site).crossSite(request.method, request.headers);
 
@@ -82,7 +82,7 @@ export function createAuthenticate(
           return;
         }
       }
-      const resolved = resolveCached(context, request.cookies[cookies.sessionName], now);
+      const resolved = resolveCached(context, request.cookies[cookies.sessionName], now, (request.site ?? context.site).provider);
       // A route with a token target is decided here only with its token fresh too (README "A token for each API").
       const target = resolved == null || route.target === undefined ? undefined : targetTokens.peek(resolved.tokens, route.target, now);
       if (resolved == null || !refresher.isFresh(resolved.tokens, now) || (route.target !== undefined && target === undefined)) {
@@ -97,9 +97,10 @@ export function createAuthenticate(
       const admission = admit(route, resolved, resolved.tokens, now, target);
       if (pass(request, reply, exchange, admission, resolved.tokens) !== undefined) return;
       // A DPoP proof is signed synchronously (src/oauth/dpop.ts): it keeps the hot path.
-      if (dpop && exchange.token !== '') {
-        exchange.proof = upstreamProof(dpop, admission.tokens, request.method, upstreamUrl(route, exchange.path), admission.target);
+      if (providers.dpop && exchange.token !== '') {
+        exchange.proof = upstreamProof(providers, admission.tokens, request.method, upstreamUrl(route, exchange.path), admission.target);
         exchange.dpopKey = admission.tokens.dpopKey;
+        exchange.dpopKeys = providers.get(admission.tokens.provider)?.dpop;
       }
       if (route.assertion !== undefined) {
         proceedWithAssertion(exchange, upstreamAssertion(context, route, resolved.hash, admission, now), done);
@@ -182,6 +183,7 @@ export function createAuthenticate(
       retried: false,
       nonceRetried: false,
       dpopKey: undefined,
+      dpopKeys: undefined,
       holdsSlot: false,
     };
     request.exchange = exchange;
@@ -204,7 +206,7 @@ export function createAuthenticate(
     const required = route.auth === 'required';
     const crossSiteRequest = isCrossSite(request);
     if (required && crossSiteRequest) throw gatehouseError('GH_ERR_CSRF_REJECTED');
-    const resolved = cached === undefined ? await resolveStored(context, request.cookies[cookies.sessionName]!, request.log, now) : cached;
+    const resolved = cached === undefined ? await resolveStored(context, request.cookies[cookies.sessionName]!, request.log, now, (request.site ?? context.site).provider) : cached;
     if (!resolved) {
       if (required) return unauthenticated(request, reply, route);
       if (request.cookies[cookies.sessionName] !== undefined) cookies.clearSession(reply);
@@ -230,9 +232,10 @@ export function createAuthenticate(
       return undefined;
     }
     const answered = pass(request, reply, exchange, admission, resolved.tokens);
-    if (answered === undefined && dpop && exchange.token !== '') {
-      exchange.proof = upstreamProof(dpop, admission.tokens, request.method, upstreamUrl(route, exchange.path), admission.target);
+    if (answered === undefined && providers.dpop && exchange.token !== '') {
+      exchange.proof = upstreamProof(providers, admission.tokens, request.method, upstreamUrl(route, exchange.path), admission.target);
       exchange.dpopKey = admission.tokens.dpopKey;
+      exchange.dpopKeys = providers.get(admission.tokens.provider)?.dpop;
     }
     if (answered === undefined && route.assertion !== undefined) {
       const assertion = upstreamAssertion(context, route, resolved.hash, admission, now);

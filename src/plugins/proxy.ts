@@ -45,7 +45,7 @@ class UpstreamAgent extends Agent {
 export const proxyPlugin = fp<{ gatewayPaths: ReadonlySet<string> }>(
   async (fastify, { gatewayPaths }) => {
     const context = fastify.gatehouse;
-    const { config, cookies, refresher, targetTokens, metrics, dpop, clientAddressing, clock, errorResponse, links } = context;
+    const { config, cookies, refresher, targetTokens, metrics, providers, clientAddressing, clock, errorResponse, links } = context;
     const upstreamHeaders = new UpstreamHeaders(context);
     const slots = new UserSlots(config.limits.perUserConcurrency);
     /**
@@ -139,7 +139,7 @@ export const proxyPlugin = fp<{ gatewayPaths: ReadonlySet<string> }>(
     function takeNonce(request: FastifyRequest, reply: FastifyReply, res: UpstreamResponse): boolean {
       const exchange = request.exchange!;
       const nonce = res.headers['dpop-nonce'];
-      if (typeof nonce !== 'string' || !dpop!.rememberNonce(upstreamUrl(exchange.route, '/').origin, nonce)) return false;
+      if (typeof nonce !== 'string' || exchange.dpopKeys === undefined || !exchange.dpopKeys.rememberNonce(upstreamUrl(exchange.route, '/').origin, nonce)) return false;
       if (res.statusCode !== 401 || exchange.nonceRetried || hasBody(request) || !isNonceChallenge(res.headers['www-authenticate'])) return false;
       exchange.nonceRetried = true;
       res.stream.destroy();
@@ -154,7 +154,7 @@ export const proxyPlugin = fp<{ gatewayPaths: ReadonlySet<string> }>(
       request.log.info({ userId: request.userId, endpoint: exchange.route.origin }, 'upstream asked for a DPoP nonce: sending the request once more with it');
       try {
         // A proof is good for one request (its jti): the retry gets its own, with the origin's nonce now cached.
-        exchange.proof = dpop!.proof(exchange.dpopKey!, request.method, upstreamUrl(exchange.route, exchange.path), exchange.token);
+        exchange.proof = exchange.dpopKeys!.proof(exchange.dpopKey!, request.method, upstreamUrl(exchange.route, exchange.path), exchange.token);
       } catch (err) {
         reply.send(err);
         return;
@@ -179,17 +179,19 @@ export const proxyPlugin = fp<{ gatewayPaths: ReadonlySet<string> }>(
           const tokens = await refresher.replace(exchange.userKey, exchange.token, request.log);
           exchange.token = tokens.accessToken;
           // A proof is good for one request (its jti): the retry gets its own.
-          if (dpop) {
-            exchange.proof = upstreamProof(dpop, tokens, request.method, upstreamUrl(exchange.route, exchange.path));
+          if (providers.dpop) {
+            exchange.proof = upstreamProof(providers, tokens, request.method, upstreamUrl(exchange.route, exchange.path));
             exchange.dpopKey = tokens.dpopKey;
+            exchange.dpopKeys = providers.get(tokens.provider)?.dpop;
           }
         } else {
           // The route's own token was refused: a new one for its target, the sign-in token untouched.
           const grant = await targetTokens.replace(exchange.userKey, target, exchange.token, request.log);
           exchange.token = grant.token.accessToken;
-          if (dpop) {
-            exchange.proof = upstreamProof(dpop, grant.record, request.method, upstreamUrl(exchange.route, exchange.path), grant.token);
+          if (providers.dpop) {
+            exchange.proof = upstreamProof(providers, grant.record, request.method, upstreamUrl(exchange.route, exchange.path), grant.token);
             exchange.dpopKey = grant.record.dpopKey;
+            exchange.dpopKeys = providers.get(grant.record.provider)?.dpop;
           }
         }
       } catch (err) {

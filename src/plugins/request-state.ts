@@ -3,6 +3,7 @@ import type { UpstreamPass } from '../access/upstream-identity.js';
 import type { Route } from '../routing/route-table.js';
 import type { DpopKey, SessionRecord } from '../session/store.js';
 import type { Site } from '../access/sites.js';
+import type { DpopKeys } from '../oauth/dpop.js';
 
 /** What the proxy keeps of one request while it is under way: one object per proxied request. */
 export interface Exchange extends UpstreamPass {
@@ -26,6 +27,8 @@ export interface Exchange extends UpstreamPass {
   nonceRetried: boolean;
   /** With a DPoP proof: the key it was signed with, for a proof of the same token on a retry with the upstream's nonce. */
   dpopKey: DpopKey | undefined;
+  /** With a DPoP proof: the DPoP keys of the user's provider that signed it (they keep the upstreams' nonces too). */
+  dpopKeys: DpopKeys | undefined;
   /** Whether this request counts toward its user's `limits.perUserConcurrency` (src/plugins/user-slots.ts). */
   holdsSlot: boolean;
 }

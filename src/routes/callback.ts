@@ -6,7 +6,8 @@ import { classifyProviderFailure, describeFailure } from '../oauth/provider.js';
 import { identify } from '../oauth/identify.js';
 import { readTokenResponse } from '../oauth/token-set.js';
 import { hashSessionId, newSessionId } from '../session/session-id.js';
-import { logoutLinkName } from '../session/ending.js';
+import { providerLogoutLinkName } from '../session/ending.js';
+import { DEFAULT_PROVIDER, type ProviderClient } from '../oauth/providers.js';
 import { emailLinkName, handleLinkName, userLinkName } from '../session/user-links.js';
 import { userLock } from '../session/keys.js';
 import { sha256Base64url } from '../hash.js';
@@ -34,9 +35,8 @@ type CallbackQuery = Record<string, string | string[] | undefined>;
  * and no session, whatever the authorization request ended up asking for.
  */
 export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
-  const { config, provider, pendingLogins, cookies, store, metrics, redirectUri, clock, dpop, errorResponse, links, sessionHandles, sites, handoffs } = fastify.gatehouse;
+  const { config, providers, pendingLogins, cookies, store, metrics, redirectUri, clock, errorResponse, links, sessionHandles, sites, handoffs } = fastify.gatehouse;
   const ttlMs = config.session.ttl * 1000;
-  const expectIdToken = provider.isOpenIdProvider && config.provider.scopes.includes('openid');
   const loginHref = links.login;
 
   fastify.get<{ Querystring: CallbackQuery }>(config.paths.callback, { config: { routeClass: 'callback' } }, async (request, reply) => {
@@ -56,15 +56,19 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
       const reason = query.error === 'access_denied' ? 'sign-in was cancelled.' : 'the authorization server could not complete it.';
       return errorResponse.send(request, reply, gatehouseError('GH_ERR_CALLBACK_DENIED', { detail: reason }), { href: retry, text: 'Try signing in again' });
     }
-    if (!pending || typeof query.code !== 'string' || !(await claimState(pending.state))) {
+    // The provider the sign-in started with completes it (README "Several identity providers"); one no longer configured cannot.
+    const client = pending === undefined ? undefined : providers.get(pending.provider);
+    if (!pending || client === undefined || typeof query.code !== 'string' || !(await claimState(pending.state))) {
       metrics.logins.inc({ result: 'invalid_state' });
       return errorResponse.send(request, reply, gatehouseError('GH_ERR_CALLBACK_STATE'), { href: loginHref, text: 'Sign in again' });
     }
+    const { dpop } = client;
+    const named = client.name === DEFAULT_PROVIDER ? {} : { provider: client.name };
 
     // A new key pair for every sign-in (RFC 9449 §5): the new token record replaces the old one, key included.
     const dpopKey = dpop ? await dpop.generate() : undefined;
-    const response = await exchangeCode(request, pending, dpopKey?.handle);
-    const strength = response === undefined ? {} : signInStrength(response.tokens);
+    const response = await exchangeCode(request, client, pending, dpopKey?.handle);
+    const strength = response === undefined ? {} : signInStrength(client, response.tokens);
     if (response === undefined || (pending.stepUp !== undefined && !meetsStepUp(pending.stepUp, strength, clock.now()))) {
       metrics.logins.inc({ result: 'step_up_not_met' });
       request.log.info({ acr: strength.acr?.slice(0, 128), authTime: strength.authTime }, 'step-up not met');
@@ -72,10 +76,10 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
       return errorResponse.send(request, reply, gatehouseError('GH_ERR_STEP_UP_NOT_MET'), { href: retry, text: 'Sign in again' });
     }
     // The token type is checked before the token is used for anything (userinfo included).
-    const issued = readIssued(request, response);
-    const identity = await identifyUser(request, response, dpopKey?.handle);
+    const issued = readIssued(request, client, response);
+    const identity = await identifyUser(request, client, response, dpopKey?.handle);
 
-    const logoutIds = backchannelLogoutIds(response.tokens);
+    const logoutIds = backchannelLogoutIds(client, response.tokens);
     const sessionId = newSessionId();
     const hash = hashSessionId(sessionId);
     const now = clock.now();
@@ -87,13 +91,14 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
       for (const old of evicted) delete sessions[old];
       // A new login replaces the user's token record; the user's other sessions share the new tokens (README "Storage").
       await store.saveTokens(
-        { userId: identity.userId, user: identity.user, ...issued, claims: identity.claims, sessions: { ...sessions, [hash]: expiresAt }, ...(dpopKey ? { dpopKey: dpopKey.key } : {}) },
+        { userId: identity.userId, ...named, user: identity.user, ...issued, claims: identity.claims, sessions: { ...sessions, [hash]: expiresAt }, ...(dpopKey ? { dpopKey: dpopKey.key } : {}) },
         now,
       );
       await store.saveSession(
         hash,
         {
           userId: identity.userId,
+          ...named,
           expiresAt,
           seenAt: now,
           createdAt: now,
@@ -105,13 +110,14 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
       );
       await Promise.all(evicted.map((old) => store.deleteSession(old)));
     });
-    await saveLogoutLinks(identity.userId, logoutIds, ttlMs);
+    await saveLogoutLinks(client, identity.userId, logoutIds, ttlMs);
     const handle = sessionHandles.of(hash);
-    await saveAdministrationLinks(identity, handle, ttlMs);
+    await saveAdministrationLinks(client, identity, handle, ttlMs);
     metrics.logins.inc({ result: 'ok' });
     request.log.info({ userId: identity.user, session: handle }, 'session created');
 
-    cookies.setSession(reply, sessionId);
+    // On the sign-in host each provider has its own session cookie (README "Several identity providers").
+    cookies.setSession(reply, sessionId, client.name);
     cookies.setSignedIn(reply, true);
     // Signing in for a site: on to it with a one-time code; the site sets its own cookie (README "Several sites").
     const toSite = siteReturnTo(pending.returnTo, sites);
@@ -126,7 +132,7 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
    * The ID token's `sid` and `sub`, by which a back-channel logout token names
    * the sessions to end (OpenID Connect Back-Channel Logout 1.0 §2.4).
    */
-  function backchannelLogoutIds(tokens: NonNullable<Awaited<ReturnType<typeof exchangeCode>>>['tokens']): { sid?: string; sub?: string } {
+  function backchannelLogoutIds({ provider }: ProviderClient, tokens: NonNullable<Awaited<ReturnType<typeof exchangeCode>>>['tokens']): { sid?: string; sub?: string } {
     const claims = provider.isOpenIdProvider && tokens.id_token !== undefined ? tokens.claims() : undefined;
     return {
       ...(typeof claims?.sid === 'string' && claims.sid.length > 0 ? { sid: claims.sid } : {}),
@@ -135,8 +141,8 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
   }
 
   /** Links `sid` to the user for as long as the session lives; a `sub` needs no link, it is half of the user's key. */
-  async function saveLogoutLinks(userId: string, ids: { sid?: string; sub?: string }, ttl: number): Promise<void> {
-    if (ids.sid !== undefined) await store.saveLink(logoutLinkName('sid', ids.sid), userId, ttl);
+  async function saveLogoutLinks(client: ProviderClient, userId: string, ids: { sid?: string; sub?: string }, ttl: number): Promise<void> {
+    if (ids.sid !== undefined) await store.saveLink(providerLogoutLinkName(client.name, ids.sid), userId, ttl);
   }
 
   /**
@@ -144,7 +150,12 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
    * (README "Ending sessions"): by the shown user id, by email, by the
    * session's handle; each for as long as the session lives.
    */
-  async function saveAdministrationLinks(identity: { userId: string; user: string; claims: Record<string, unknown> }, handle: string, ttl: number): Promise<void> {
+  async function saveAdministrationLinks(
+    { provider }: ProviderClient,
+    identity: { userId: string; user: string; claims: Record<string, unknown> },
+    handle: string,
+    ttl: number,
+  ): Promise<void> {
     const issuer = provider.isOpenIdProvider ? provider.configuration.serverMetadata().issuer : '';
     const email = identity.claims.email;
     await Promise.all([
@@ -155,7 +166,7 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
   }
 
   /** The validated ID token's `acr` and `auth_time`: how the user signed in (OpenID Connect Core §2). */
-  function signInStrength(tokens: NonNullable<Awaited<ReturnType<typeof exchangeCode>>>['tokens']): SignInStrength {
+  function signInStrength({ provider }: ProviderClient, tokens: NonNullable<Awaited<ReturnType<typeof exchangeCode>>>['tokens']): SignInStrength {
     const claims = provider.isOpenIdProvider && tokens.id_token !== undefined ? tokens.claims() : undefined;
     return {
       ...(typeof claims?.acr === 'string' ? { acr: claims.acr } : {}),
@@ -169,9 +180,9 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
   }
 
   /** The token response's tokens, or GH_ERR_PROVIDER_UNAVAILABLE (503) when its token type is not the one this mode uses. */
-  function readIssued(request: FastifyRequest, response: NonNullable<Awaited<ReturnType<typeof exchangeCode>>>) {
+  function readIssued(request: FastifyRequest, client: ProviderClient, response: NonNullable<Awaited<ReturnType<typeof exchangeCode>>>) {
     try {
-      return readTokenResponse(response.tokens, response.sentAt, config.tokens.defaultLifetime, dpop ? 'dpop' : 'bearer');
+      return readTokenResponse(response.tokens, response.sentAt, config.tokens.defaultLifetime, client.dpop ? 'dpop' : 'bearer');
     } catch (err) {
       metrics.logins.inc({ result: 'provider_unavailable' });
       request.log.warn({ failure: describeFailure(err), tokenType: String(response.tokens.token_type).slice(0, 16) }, 'token response unusable');
@@ -180,7 +191,8 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
   }
 
   /** The token response; undefined when openid-client refused the ID token's `auth_time` against the step-up's `max_age`. */
-  async function exchangeCode(request: FastifyRequest, pending: PendingLogin, dpopHandle: oidc.DPoPHandle | undefined) {
+  async function exchangeCode(request: FastifyRequest, { provider, settings }: ProviderClient, pending: PendingLogin, dpopHandle: oidc.DPoPHandle | undefined) {
+    const expectIdToken = provider.isOpenIdProvider && settings.scopes.includes('openid');
     const maxAge = provider.isOpenIdProvider ? pending.stepUp?.maxAge : undefined;
     const configuration = provider.configuration;
     const currentUrl = new URL(redirectUri);
@@ -211,16 +223,21 @@ export async function callbackRoute(fastify: FastifyInstance): Promise<void> {
     }
   }
 
-  async function identifyUser(request: FastifyRequest, response: NonNullable<Awaited<ReturnType<typeof exchangeCode>>>, dpopHandle: oidc.DPoPHandle | undefined) {
+  async function identifyUser(
+    request: FastifyRequest,
+    { provider, settings }: ProviderClient,
+    response: NonNullable<Awaited<ReturnType<typeof exchangeCode>>>,
+    dpopHandle: oidc.DPoPHandle | undefined,
+  ) {
     let identity;
     try {
-      identity = await identify(provider, response.tokens, config.provider.userIdClaim, dpopHandle);
+      identity = await identify(provider, response.tokens, settings.userIdClaim, dpopHandle);
     } catch (err) {
       throw loginFailure(request, err, 'userinfo failed');
     }
     if (!identity) {
       metrics.logins.inc({ result: 'no_user_id' });
-      request.log.warn({ userIdClaim: config.provider.userIdClaim }, 'sign-in response names no user id');
+      request.log.warn({ userIdClaim: settings.userIdClaim }, 'sign-in response names no user id');
       throw gatehouseError('GH_ERR_CALLBACK_IDENTITY');
     }
     return identity;

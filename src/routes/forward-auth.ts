@@ -91,7 +91,7 @@ export async function forwardAuthRoute(fastify: FastifyInstance): Promise<void> 
         let admission: Admission | null = null;
         let hash = '';
         try {
-          const resolved = await resolveSessionId(context, request.cookies[cookies.sessionName], request.log);
+          const resolved = await resolveSessionId(context, request.cookies[cookies.sessionName], request.log, undefined, site.provider);
           hash = resolved?.hash ?? '';
           if (resolved !== null && route.auth === 'optional' && isCrossSite(original.method, request.headers)) return refuse(request, reply, 'GH_ERR_CSRF_REJECTED');
           if (resolved !== null) admission = await admitFresh(context, route, resolved, request.log);

@@ -3,6 +3,7 @@ import { gatehouseError } from '../errors.js';
 import { hashSessionId, newSessionId } from '../session/session-id.js';
 import { userLock } from '../session/keys.js';
 import { escapeHtml } from '../http/page-template.js';
+import { DEFAULT_PROVIDER } from '../oauth/providers.js';
 
 /** Where a refused hand-off sends the browser: sign in again, on the site (which goes to the sign-in host). */
 const SIGN_IN_AGAIN = 'Sign in again';
@@ -37,12 +38,15 @@ export async function handoffRoute(fastify: FastifyInstance): Promise<void> {
       const tokens = await store.getTokens(handoff.userId, true);
       // Signed out (or ended) between the code and its use: no session from it.
       if (signIn === null || signIn.userId !== handoff.userId || tokens === null || tokens.sessions[handoff.signIn] === undefined) return false;
+      // A sign-in with another provider than the site's never becomes a session there (README "Several identity providers").
+      if ((signIn.provider ?? DEFAULT_PROVIDER) !== site!.provider) return false;
       const expiresAt = signIn.expiresAt;
       await store.saveTokens({ ...tokens, sessions: { ...tokens.sessions, [hash]: expiresAt } }, now);
       await store.saveSession(
         hash,
         {
           userId: handoff.userId,
+          ...(signIn.provider === undefined ? {} : { provider: signIn.provider }),
           expiresAt,
           seenAt: now,
           createdAt: now,

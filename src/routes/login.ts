@@ -12,6 +12,7 @@ import { authorizationUrl as buildAuthorizationUrl, pushesAuthorization } from '
 import { signInAsks } from '../config/token-targets.js';
 import { combineStepUp, meetsStepUp, parseStepUp, stepUpParameters, type StepUpRequirement } from '../oauth/step-up.js';
 import { gatehouseError } from '../errors.js';
+import { DEFAULT_PROVIDER } from '../oauth/providers.js';
 
 /**
  * GET /login: starts the authorization code flow with state, PKCE S256 and,
@@ -26,12 +27,11 @@ import { gatehouseError } from '../errors.js';
  */
 export async function loginRoute(fastify: FastifyInstance): Promise<void> {
   const context = fastify.gatehouse;
-  const { config, provider, pendingLogins, cookies, redirectUri, basePath, routes, clock, sites, handoffs, links } = context;
-  // One consent for every API, on every site: the targets' resources and scopes are asked for at sign-in (README "A token for each API").
-  const { scope, resources } = signInAsks(config.provider.scopes, [...new Map(sites.all.flatMap((site) => site.routes.targets).map((target) => [target.id, target])).values()]);
-  const wantsNonce = config.provider.scopes.includes('openid');
+  const { config, providers, pendingLogins, cookies, redirectUri, basePath, routes, clock, sites, handoffs, links } = context;
+  // Per provider, once: one consent for every API on every site, the targets' resources and scopes asked for at sign-in (README "A token for each API").
+  const targets = [...new Map(sites.all.flatMap((site) => site.routes.targets).map((target) => [target.id, target])).values()];
+  const asks = new Map(providers.all.map((client) => [client, { ...signInAsks(client.settings.scopes, targets), wantsNonce: client.settings.scopes.includes('openid') }]));
   const defaultReturnTo = `${basePath}/`;
-  const pushMode = config.provider.pushedAuthorization;
   const trustedProxies = config.forwardAuth.trustedProxies;
   const forwardAuthProxies = trustedProxies === undefined ? undefined : new AddressList(trustedProxies);
   const ownPath = fastify.gatehouse.links.login;
@@ -44,20 +44,24 @@ export async function loginRoute(fastify: FastifyInstance): Promise<void> {
     const requested = toSite === undefined ? safeReturnTo(request.query.returnTo ?? proxiedReturnTo(request)) : toSite.path;
     const returnTo = toSite !== undefined ? `${toSite.site.origin}${requested}` : requested === '/' ? defaultReturnTo : requested;
     const stepUp = toSite === undefined ? stepUpOf(request.query, returnTo, routes) : stepUpOf(request.query, requested, toSite.site.routes);
+    // The provider of the site signed in for; the default provider on the sign-in host itself (README "Several identity providers").
+    const client = (toSite === undefined ? undefined : providers.get(toSite.site.provider)) ?? providers.default;
     if (toSite !== undefined) {
-      // Signed in here already (strongly enough for the page): straight on to the site with a hand-off code.
-      const resolved = await resolveSessionId(context, request.cookies[cookies.sessionName], request.log);
+      // Signed in here already with that provider (strongly enough for the page): straight on to the site with a hand-off code.
+      const resolved = await resolveSessionId(context, request.cookies[cookies.sessionNameOf(client.name)], request.log, undefined, client.name);
       if (resolved !== null && (stepUp === undefined || meetsStepUp(stepUp, resolved.session, clock.now()))) {
         const code = await handoffs.issue({ host: toSite.site.name, userId: resolved.session.userId, signIn: resolved.session.group ?? resolved.hash, returnTo: requested });
         return reply.header('cache-control', 'no-store').header('referrer-policy', 'no-referrer').redirect(handoffUrl(toSite.site, config.paths.handoff, code), 302);
       }
     }
-    const configuration = provider.configuration;
+    const configuration = client.provider.configuration;
+    const { scope, resources, wantsNonce } = asks.get(client)!;
     const pending: PendingLogin = {
       state: oidc.randomState(),
       codeVerifier: oidc.randomPKCECodeVerifier(),
       nonce: wantsNonce ? oidc.randomNonce() : undefined,
       returnTo,
+      ...(client.name === DEFAULT_PROVIDER ? {} : { provider: client.name }),
       ...(stepUp === undefined ? {} : { stepUp }),
       createdAt: clock.now(),
     };
@@ -72,7 +76,7 @@ export async function loginRoute(fastify: FastifyInstance): Promise<void> {
     // RFC 8707 §2.1: one `resource` parameter per resource.
     for (const resource of resources) parameters.append('resource', resource);
     if (stepUp !== undefined) for (const [name, value] of Object.entries(stepUpParameters(stepUp))) parameters.set(name, value);
-    const authorizationUrl = await buildAuthorizationUrl(configuration, parameters, pushesAuthorization(pushMode, configuration), request.log);
+    const authorizationUrl = await buildAuthorizationUrl(configuration, parameters, pushesAuthorization(client.settings.pushedAuthorization, configuration), request.log);
 
     const earlier = pendingLogins.read(request.cookies[cookies.loginName]);
     cookies.setLogin(reply, pendingLogins.write([...earlier, pending], defaultReturnTo));

@@ -13,11 +13,11 @@ import { endSessionsAndRevoke } from '../oauth/revocation.js';
  * and the redirect.
  */
 export async function logoutRoute(fastify: FastifyInstance): Promise<void> {
-  const { config, provider, store, cookies, basePath } = fastify.gatehouse;
+  const { config, providers, store, cookies, basePath } = fastify.gatehouse;
   const { sites } = fastify.gatehouse;
   /** The CSRF rule of the request's site (README "Several sites"), publicUrl's without `sites`. */
   const isCrossSite = (request: FastifyRequest): boolean => (request.site ?? fastify.gatehouse.site).crossSite(request.method, request.headers);
-  const postLogoutRedirectUri = config.provider.postLogoutRedirectUri ?? `${config.server.publicUrl.replace(/\/$/, '')}/`;
+  const defaultPostLogout = `${config.server.publicUrl.replace(/\/$/, '')}/`;
 
   // A sign-out button is usually an HTML form: it posts
   // application/x-www-form-urlencoded or multipart/form-data, which Fastify
@@ -34,16 +34,30 @@ export async function logoutRoute(fastify: FastifyInstance): Promise<void> {
       if (isCrossSite(request)) throw gatehouseError('GH_ERR_CSRF_REJECTED');
       const everywhere = (request.query as Record<string, string | string[] | undefined>).everywhere;
       if (Array.isArray(everywhere)) throw gatehouseError('GH_ERR_REQUEST_INVALID', { detail: 'everywhere was given more than once' });
-      const resolved = await resolveSessionId(fastify.gatehouse, request.cookies[fastify.gatehouse.cookies.sessionName], request.log);
       const wantsEverywhere = everywhere === '1' || everywhere === 'true';
       if (wantsEverywhere && !mayEndEverywhere(request)) request.log.info('logout everywhere from a request not shown to be same-origin: this browser only');
-      const idToken = resolved ? await endSession(request, resolved, wantsEverywhere && mayEndEverywhere(request)) : undefined;
-      cookies.clearSession(reply);
+      // Every session the browser holds here, one per provider on the sign-in host (README "Several identity providers"):
+      // each ends, and each user's last session out is revoked at its own provider.
+      let resolved: ResolvedSession | null = null;
+      let idToken: string | undefined;
+      for (const [provider, name] of cookies.sessionNames) {
+        const cookie = request.cookies[name];
+        if (cookie === undefined) continue;
+        const found = await resolveSessionId(fastify.gatehouse, cookie, request.log);
+        if (found !== null) {
+          const hint = await endSession(request, found, wantsEverywhere && mayEndEverywhere(request));
+          if (resolved === null) [resolved, idToken] = [found, hint];
+        }
+        cookies.clearSession(reply, provider);
+      }
+      if (request.cookies[cookies.sessionName] === undefined) cookies.clearSession(reply);
       if (request.cookies[cookies.signedInName] !== undefined) cookies.setSignedIn(reply, false);
       reply.header('cache-control', 'no-store');
+      // The end-session endpoint of the provider the session was made with (README "Several identity providers").
+      const { provider, settings } = (resolved ? providers.get(resolved.session.provider) : undefined) ?? providers.default;
       const endSessionEndpoint = provider.ready ? provider.configuration.serverMetadata().end_session_endpoint : undefined;
       if (endSessionEndpoint === undefined) return reply.redirect(request.site === null || request.site.signIn ? `${basePath}/` : '/', 302);
-      const parameters: Record<string, string> = { post_logout_redirect_uri: postLogoutRedirectUri, client_id: config.provider.clientId };
+      const parameters: Record<string, string> = { post_logout_redirect_uri: settings.postLogoutRedirectUri ?? defaultPostLogout, client_id: settings.clientId };
       if (idToken !== undefined) parameters.id_token_hint = idToken;
       return reply.redirect(oidc.buildEndSessionUrl(provider.configuration, parameters).href, 302);
     },
@@ -84,7 +98,7 @@ export async function logoutRoute(fastify: FastifyInstance): Promise<void> {
     const selected = sites.several
       ? async (hash: string) => everywhere || hash === resolved.hash || hash === group || (await store.getSession(hash))?.group === group
       : (hash: string) => everywhere || hash === resolved.hash;
-    const result = await endSessionsAndRevoke({ store, provider }, request.log, userId, resolved.hash, selected);
+    const result = await endSessionsAndRevoke({ store, providers }, request.log, userId, resolved.hash, selected);
     if (!result) return undefined;
     request.log.info({ userId: result.record.user ?? userId, sessions: result.ended }, everywhere ? 'every session of the user ended' : 'session ended');
     return result.record.idToken;

@@ -24,7 +24,7 @@ const WRONG_TYPE = Symbol('wrong content type');
  * only with `securityEvents.issuer`, `audience` and `jwksUri`.
  */
 export async function securityEventsRoute(fastify: FastifyInstance): Promise<void> {
-  const { config, provider, store } = fastify.gatehouse;
+  const { config, providers, store } = fastify.gatehouse;
   const { issuer, audience, jwksUri } = config.securityEvents;
   if (issuer === undefined || audience === undefined || jwksUri === undefined) return;
   const verifier = new SecurityEventVerifier({ issuer, audience, jwksUri }, config.provider.timeout * 1000);
@@ -54,7 +54,7 @@ export async function securityEventsRoute(fastify: FastifyInstance): Promise<voi
     for (const { event: name, subject } of event.endings) {
       const users = await recordKeys(subject);
       let ended = 0;
-      for (const userId of users) ended += (await endEverySession(store, provider, userId, request.log))?.ended ?? 0;
+      for (const userId of users) ended += (await endEverySession(store, providers, userId, request.log))?.ended ?? 0;
       request.log.info({ event: name, subjectFormat: subject.format, users: users.length, sessions: ended }, 'security event received');
     }
     if (event.ignored > 0) request.log.info({ events: event.ignored }, 'security events accepted without action');

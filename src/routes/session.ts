@@ -14,7 +14,8 @@ const PROTOCOL_CLAIMS: ReadonlySet<string> = new Set(['nonce', 'at_hash', 'c_has
 /** GET /session: who is signed in, how (`acr`, `auth_time`) and until when; never a token. */
 export async function sessionRoute(fastify: FastifyInstance): Promise<void> {
   fastify.get(fastify.gatehouse.config.paths.session, { config: { routeClass: 'session' } }, async (request, reply) => {
-    const resolved = await resolveSessionId(fastify.gatehouse, request.cookies[fastify.gatehouse.cookies.sessionName], request.log);
+    const site = request.site ?? fastify.gatehouse.site;
+    const resolved = await resolveSessionId(fastify.gatehouse, request.cookies[fastify.gatehouse.cookies.sessionName], request.log, undefined, site.provider);
     if (!resolved) throw gatehouseError('GH_ERR_SESSION_REQUIRED');
     const user = Object.fromEntries(Object.entries(resolved.tokens.claims).filter(([name]) => !PROTOCOL_CLAIMS.has(name)));
     // expiresAt: when the session ends (session.ttl from sign-in, or earlier by idleTimeout); the only expiry shown.

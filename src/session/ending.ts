@@ -59,3 +59,13 @@ export async function endSessionsOf(store: SessionStore, record: TokenRecord, se
 export function logoutLinkName(kind: 'sid' | 'sub', value: string): string {
   return `${kind}:${sha256Base64url(value)}`;
 }
+
+/**
+ * The back-channel logout link of an AS session id (`sid`) at a provider:
+ * the default provider's as it always was, a named provider's with its
+ * name, so a `sid` that two providers both use never names the other's
+ * user (README "Several identity providers").
+ */
+export function providerLogoutLinkName(provider: string, sid: string): string {
+  return provider === 'default' ? logoutLinkName('sid', sid) : logoutLinkName('sid', `${provider}\n${sid}`);
+}

@@ -23,6 +23,8 @@ export interface DpopKey {
 /** A browser session: the hash of its id points at a user. */
 export interface SessionRecord {
   userId: string;
+  /** The provider the session was made with (README "Several identity providers"); absent: `default`. */
+  provider?: string;
   /** Absolute end of the session, ms since the epoch. */
   expiresAt: number;
   /** The ID token's `sid` (the authorization server's session), for back-channel logout. */
@@ -50,6 +52,8 @@ export interface SessionRecord {
 export interface TokenRecord {
   /** The record's key (iss + sub with an OpenID provider, see src/oauth/identify.ts). */
   userId: string;
+  /** The provider the tokens come from, where they are refreshed and revoked; absent: `default`. */
+  provider?: string;
   /** The `userIdClaim` value shown for the user (logs, pages); absent in records from before it was kept. */
   user?: string;
   accessToken: string;

@@ -48,7 +48,7 @@ const WEBSOCKET_KEY = /^[A-Za-z0-9+/]{22}==$/;
  * upstream's status.
  */
 export function proxyWebSockets(server: Server, context: GatewayContext, sockets: OpenSockets, log: FastifyBaseLogger): void {
-  const { cookies, clock, dpop, clientAddressing: addressing, bearer } = context;
+  const { cookies, clock, providers, clientAddressing: addressing, bearer } = context;
   // ws closes a socket whose peer sends a larger message with 1009 before holding it whole.
   const maxPayload = context.config.limits.websocketMessageBytes;
   const browserSide = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload });
@@ -86,7 +86,7 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
     if (token === undefined && (origin === undefined || !site.allowedOrigins.has(origin))) throw gatehouseError('GH_ERR_CSRF_REJECTED');
 
     const caller = token === undefined ? null : await machineCaller(view, token);
-    const session = route.auth === 'public' || caller !== null || !route.acceptsSession ? null : await signedIn(request, view);
+    const session = route.auth === 'public' || caller !== null || !route.acceptsSession ? null : await signedIn(request, view, site.provider);
     if (caller === null && session === null && !route.acceptsSession && route.auth === 'required') throw gatehouseError('GH_ERR_BEARER_REQUIRED');
     const target = upstreamUrl(route, view.upstreamPath, view.query);
     const pass = caller !== null ? { identity: await callerIdentity(context, route, caller, clock.now()), token: upstreamToken(route, caller), proof: '' } : session === null ? ANONYMOUS : await passFor(view, session, target);
@@ -174,11 +174,12 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
   }
 
   /** The admitted user of a required or optional route; null when an optional route has none. */
-  async function signedIn(request: IncomingMessage, view: RequestView): Promise<SignedIn | null> {
+  async function signedIn(request: IncomingMessage, view: RequestView, provider: string): Promise<SignedIn | null> {
     const { route } = view;
     const cookie = request.headers.cookie;
     const sessionId = cookie === undefined ? undefined : fastifyCookie.parse(cookie)[cookies.sessionName];
-    const resolved = await resolveSessionId(context, sessionId, log, clock.now());
+    // Only a session of the site's provider (README "Several identity providers").
+    const resolved = await resolveSessionId(context, sessionId, log, clock.now(), provider);
     if (resolved === null) {
       if (route.auth === 'required') throw gatehouseError('GH_ERR_SESSION_REQUIRED');
       return null;
@@ -196,7 +197,7 @@ export function proxyWebSockets(server: Server, context: GatewayContext, sockets
   async function passFor(view: RequestView, session: SignedIn, target: URL): Promise<UpstreamPass> {
     const { admission, resolved } = session;
     const token = upstreamToken(view.route, admission);
-    const proof = token === '' ? '' : upstreamProof(dpop, admission.tokens, 'GET', target, admission.target);
+    const proof = token === '' ? '' : upstreamProof(providers, admission.tokens, 'GET', target, admission.target);
     const assertion = upstreamAssertion(context, view.route, resolved.hash, admission, clock.now());
     return { identity: assertion === undefined ? admission.identity : withAssertion(admission.identity, view.route, await assertion), token, proof };
   }

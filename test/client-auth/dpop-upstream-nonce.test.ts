@@ -139,7 +139,7 @@ t.test('a malformed nonce is not used; the nonces kept are bounded', async (t) =
   t.equal((await verifiedProof(upstream.checks.at(-1)!.proof)).nonce, undefined);
 
   // The nonces a DPopKeys remembers are bounded: 256 origins, least recently used dropped.
-  const keys = h.gateway.context.dpop!;
+  const keys = h.gateway.context.providers.default.dpop!;
   const record = (await storedTokens(h, 'erin'))!;
   keys.rememberNonce('http://first.example', 'oldest');
   const first = async () => (await verifiedProof(await keys.proof(record.dpopKey!, 'GET', new URL('http://first.example/x'), record.accessToken))).nonce;

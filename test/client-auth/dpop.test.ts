@@ -114,7 +114,7 @@ t.test('a copied token is useless without its key; the AS and the upstream refus
   t.match(await replayed.json(), { error: 'replayed proof' });
 
   // An attacker's own key pair, signing proofs for the copied token.
-  const attacker = new DpopKeys(h.gateway.context.provider, 10);
+  const attacker = new DpopKeys(h.gateway.context.providers.default.provider, 10);
   const { key: foreignKey } = await attacker.generate();
   const foreign = await fetch(target, { headers: { authorization: `DPoP ${token}`, dpop: await attacker.proof(foreignKey, 'GET', new URL(target), token) } });
   t.equal(foreign.status, 401, 'a valid proof made with another key is refused');
@@ -126,7 +126,7 @@ t.test('a copied token is useless without its key; the AS and the upstream refus
   t.match(foreignAtAs.headers.get('www-authenticate'), /invalid_token/);
 
   const record = (await storedTokens(h, 'bob'))!;
-  const keys = h.gateway.context.dpop!;
+  const keys = h.gateway.context.providers.default.dpop!;
   const genuine = await keys.proof(record.dpopKey!, 'GET', new URL(userinfo), token);
   const once = await fetch(userinfo, { headers: { authorization: `DPoP ${token}`, dpop: genuine } });
   t.equal(once.status, 200, 'the AS accepts a genuine proof of the bound key');

@@ -63,6 +63,13 @@ export interface HarnessOptions {
   signInLevels?: AuthorizationServerOptions['signInLevels'];
   /** Host name of publicUrl (default `127.0.0.1`): `auth.localhost` for a sign-in host of several sites (README "Several sites"); the gateway still listens on 127.0.0.1. */
   publicHost?: string;
+  /**
+   * Named providers beside the default one (README "Several identity
+   * providers"): for each name a real authorization server of its own (its
+   * own issuer and keys), where the gateway's client is registered with the
+   * same redirect URI; the gateway gets it as `providers.NAME`.
+   */
+  namedProviders?: Record<string, { backchannelLogout?: boolean }>;
 }
 
 /** A real AS (behind a switchable proxy), a real upstream and a gateway, all on loopback. */
@@ -76,6 +83,8 @@ export interface Harness {
   clientSecret: string;
   /** With `private_key_jwt`: the client's private key, PEM, as the gateway was given it. */
   clientPrivateKey?: string;
+  /** The authorization servers of `namedProviders`, by name. */
+  named: Record<string, AuthorizationServer>;
   /** Every log line the gateway wrote, parsed. */
   logs: Array<Record<string, unknown>>;
   /** The raw log text, for scanning for secrets. */
@@ -139,6 +148,21 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     clientId: as.introspection.clientId,
     clientSecret: as.introspection.clientSecret,
   });
+  const named: Record<string, AuthorizationServer> = {};
+  for (const [name, settings] of Object.entries(options.namedProviders ?? {})) {
+    named[name] = await startAuthorizationServer({
+      clients: [
+        {
+          clientId: CLIENT_ID,
+          clientSecret: `${clientSecret}-${name}`,
+          redirectUris: [`${publicUrl}/callback`],
+          postLogoutRedirectUris: [`${publicUrl}/`],
+          ...(settings.backchannelLogout ? { backchannelLogoutUri: `${publicUrl}/backchannel-logout` } : {}),
+        },
+      ],
+      accessTokenTtl: options.accessTokenTtl ?? 60,
+    });
+  }
   const base: Record<string, Record<string, unknown> | string> = {
     server: { host: '127.0.0.1', port, publicUrl, shutdownGrace: 1 },
     admin: { host: '127.0.0.1', port: 0 },
@@ -149,6 +173,13 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       ...(options.authMethod === 'none' || keyed ? {} : { clientSecret }),
       ...(clientKey ? { privateKey: clientKey.pem, privateKeyId: clientKey.publicJwk.kid } : {}),
     },
+    ...(options.namedProviders === undefined
+      ? {}
+      : {
+          providers: Object.fromEntries(
+            Object.entries(named).map(([name, server]) => [name, { issuer: server.url, clientId: CLIENT_ID, clientSecret: `${clientSecret}-${name}` }]),
+          ),
+        }),
     upstream: upstream.url,
     session: { store: options.store ?? `sqlite://${join(dir, 'sessions.sqlite')}`, encryptionKeys: [randomBytes(32).toString('base64')] },
   };
@@ -170,6 +201,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     as,
     asProxy,
     upstream,
+    named,
     clientSecret,
     ...(clientKey ? { clientPrivateKey: clientKey.pem } : {}),
     get logs() {
@@ -182,6 +214,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       await gateway.shutdown();
       await upstream.close();
       await as.close();
+      await Promise.all(Object.values(named).map((server) => server.close()));
       await asProxy.close();
       rmSync(dir, { recursive: true, force: true });
     },

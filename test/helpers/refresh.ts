@@ -24,7 +24,7 @@ export function watchRefreshGrants(as: AuthorizationServer): Array<Record<string
 
 /** The key of the token record of the AS's user `sub` (iss + sub, src/oauth/identify.ts). */
 export function userKey(h: Pick<Harness, 'gateway'>, sub: string): string {
-  return openIdUserKey(h.gateway.context.provider.configuration.serverMetadata().issuer, sub);
+  return openIdUserKey(h.gateway.context.providers.default.provider.configuration.serverMetadata().issuer, sub);
 }
 
 /** The token record of the AS's user `sub` as the gateway stored it (read past the cache). */

@@ -47,7 +47,7 @@ t.test('the JWKS cache survives an outage of jwks_uri and backs off', async (t) 
   t.teardown(() => watch.close());
   h.asProxy.target = watch.url;
   let clock = Date.now();
-  const verifier = new LogoutTokenVerifier(h.gateway.context.provider, CLIENT_ID, 2000, () => clock);
+  const verifier = new LogoutTokenVerifier(h.gateway.context.providers.default.provider, CLIENT_ID, 2000, () => clock);
   const token = () => signedByAs(h.as, CLIENT_ID, { sub: 'alice' });
 
   t.match(await verifier.verify(await token(), Date.now()), { sub: 'alice' }, 'a valid token verifies');
@@ -85,7 +85,7 @@ t.test('without keys a failing jwks_uri gives 503 and is not refetched for every
   h.asProxy.target = watch.url;
   watch.failing = true;
   const clock = Date.now();
-  const verifier = new LogoutTokenVerifier(h.gateway.context.provider, CLIENT_ID, 2000, () => clock);
+  const verifier = new LogoutTokenVerifier(h.gateway.context.providers.default.provider, CLIENT_ID, 2000, () => clock);
   for (let i = 0; i < 5; i += 1) {
     await t.rejects(verifier.verify(await signedByAs(h.as, CLIENT_ID, { sub: 'alice' }), Date.now()), { code: 'GH_ERR_PROVIDER_UNAVAILABLE', statusCode: 503 });
   }

@@ -24,7 +24,7 @@ t.test('security events from an SSF transmitter', { skip: redisMissing }, async 
   });
   const [a, b] = urls as [string, string];
   const watch = watchTokenEndpoint(h.as);
-  const asIssuer = h.gateway.context.provider.configuration.serverMetadata().issuer;
+  const asIssuer = h.gateway.context.providers.default.provider.configuration.serverMetadata().issuer;
   const user = (sub: string) => ({ format: 'iss_sub', iss: asIssuer, sub });
   const status = async (base: string, cookie: string) => (await get(base, '/session', cookie)).status;
   const endpoint = (base: string) => `${base}/security-events`;
