@@ -209,3 +209,36 @@ t.test('a refresh goes to the provider of the record', async (t) => {
   t.equal(defaultWatch.issued.length, defaultBefore, 'not at the default provider');
   t.not((await store.getTokens(key))!.accessToken, record.accessToken);
 });
+
+/** GET through the gateway as a browser on the URL's host, with `cookie`; the answer's status, Location and session cookie value. */
+async function visit(url: string, cookie = ''): Promise<{ status: number; location: string; session: string | undefined }> {
+  const target = new URL(url);
+  const answer = await httpSend(`http://127.0.0.1:${port}`, { path: `${target.pathname}${target.search}`, headers: { host: target.host, ...(cookie === '' ? {} : { cookie }) } });
+  const set = answer.headers['set-cookie'] ?? [];
+  const session = set.find((line) => line.startsWith('session_id='))?.split(';')[0]!.slice('session_id='.length);
+  return { status: answer.status, location: String(answer.headers.location ?? ''), session: session === '' ? undefined : session };
+}
+
+t.test("the hand-off gives the partners site a partners session; signed in there already, the sign-in host hands off at once only for that site's provider", async (t) => {
+  const { cookies } = await signInFor(partnersSite(), 'ivy');
+  // The callback sent the browser to the partners site's hand-off; a later /login for that site hands off at once.
+  const jarCookie = `session_id.partners=${cookies.get('session_id.partners')}`;
+  const login = await visit(`${h.url}/login?returnTo=${encodeURIComponent(partnersSite())}`, jarCookie);
+  t.equal(login.status, 302);
+  const handoff = new URL(login.location);
+  t.equal(handoff.host, `partners.localhost:${port}`, 'signed in with partners already: straight to the hand-off');
+  t.equal(handoff.pathname, '/.gatehouse/handoff');
+  const used = await visit(handoff.href);
+  t.equal(used.status, 302);
+  t.equal(used.location, '/reports?q=1');
+  t.ok(used.session, 'the site gets its own session cookie');
+  t.equal((await get('partners.localhost', '/reports', `session_id=${used.session}`)).status, 200, 'a partners session on the partners site');
+  t.equal((await get('app.localhost', '/home', `session_id=${used.session}`)).status, 401, 'and no session on a default-provider site');
+
+  // With only a default-provider session on the sign-in host, a sign-in for the partners site goes to partners.
+  const defaultOnly = (await signInFor('/', 'ivy')).cookies.get('session_id')!;
+  const fresh = await visit(`${h.url}/login?returnTo=${encodeURIComponent(partnersSite())}`, `session_id=${defaultOnly}`);
+  t.equal(new URL(fresh.location).origin, new URL(h.named.partners!.url).origin, "a default-provider session is not handed to the partners site: sign-in at partners");
+  const toApp = await visit(`${h.url}/login?returnTo=${encodeURIComponent(appSite())}`, `session_id=${defaultOnly}`);
+  t.equal(new URL(toApp.location).host, `app.localhost:${port}`, 'while the default-provider site gets its hand-off at once');
+});
