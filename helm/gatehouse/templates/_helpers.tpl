@@ -100,6 +100,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if eq (int .) 0 -}}GATEHOUSE_ASSERTION_KEY{{- else -}}{{- printf "GATEHOUSE_ASSERTION_KEY_%d" (int .) -}}{{- end -}}
 {{- end -}}
 
+{{/* The environment variable holding a named provider's secret (README "Several identity providers"): GATEHOUSE_PROVIDER_<NAME>_<KIND>. */}}
+{{- define "gatehouse.providerSecretEnv" -}}
+{{- printf "GATEHOUSE_PROVIDER_%s_%s" (index . 0 | upper | replace "-" "_" | replace "." "_") (index . 1) -}}
+{{- end -}}
+
 {{- define "gatehouse.sessionKeyEnv" -}}
 {{- if eq (int .) 0 -}}GATEHOUSE_SESSION_KEY{{- else -}}{{- printf "GATEHOUSE_SESSION_KEY_%d" (int .) -}}{{- end -}}
 {{- end -}}
@@ -217,6 +222,13 @@ reference to the environment the Deployment fills from the Secret.
 {{- $_ := set $provider "privateKey" "${GATEHOUSE_PRIVATE_KEY}" -}}
 {{- end -}}
 {{- $_ := set $config "provider" $provider -}}
+{{- range $name, $entry := (get $config "providers" | default dict) -}}
+{{- $_ := unset $entry "clientSecret" -}}
+{{- $_ := unset $entry "privateKey" -}}
+{{- $ref := get $.Values.providerSecrets $name | default dict -}}
+{{- if $ref.clientSecretKey -}}{{- $_ := set $entry "clientSecret" (printf "${%s}" (include "gatehouse.providerSecretEnv" (list $name "CLIENT_SECRET"))) -}}{{- end -}}
+{{- if $ref.privateKeyKey -}}{{- $_ := set $entry "privateKey" (printf "${%s}" (include "gatehouse.providerSecretEnv" (list $name "PRIVATE_KEY"))) -}}{{- end -}}
+{{- end -}}
 {{- $session := get $config "session" | default dict -}}
 {{- $_ := set $session "store" (include "gatehouse.store" .) -}}
 {{- $keys := list -}}
@@ -332,6 +344,22 @@ tracing, extraEnv.
     secretKeyRef:
       name: {{ $secretName }}
       key: {{ ternary $keys.privateKey "private-key" (not (empty .Values.existingSecret)) }}
+{{- end }}
+{{- range $name, $ref := .Values.providerSecrets }}
+{{- if $ref.clientSecretKey }}
+- name: {{ include "gatehouse.providerSecretEnv" (list $name "CLIENT_SECRET") }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $ref.secretName }}
+      key: {{ $ref.clientSecretKey }}
+{{- end }}
+{{- if $ref.privateKeyKey }}
+- name: {{ include "gatehouse.providerSecretEnv" (list $name "PRIVATE_KEY") }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $ref.secretName }}
+      key: {{ $ref.privateKeyKey }}
+{{- end }}
 {{- end }}
 {{- with include "gatehouse.adminTokenKey" . }}
 - name: GATEHOUSE_ADMIN_TOKEN
