@@ -242,3 +242,22 @@ t.test("the hand-off gives the partners site a partners session; signed in there
   const toApp = await visit(`${h.url}/login?returnTo=${encodeURIComponent(appSite())}`, `session_id=${defaultOnly}`);
   t.equal(new URL(toApp.location).host, `app.localhost:${port}`, 'while the default-provider site gets its hand-off at once');
 });
+
+t.test("no provider's session cookie reaches an upstream, and an upstream cannot set one", async (t) => {
+  const jar = new CookieJar();
+  for (const returnTo of ['/', partnersSite()]) {
+    const { loginCookies, authorizationUrl } = await startLogin(h.url, { returnTo });
+    jar.store(h.url, loginCookies);
+    await (await jar.fetch(await approveAtAuthorizationServer(authorizationUrl, 'jo'))).arrayBuffer();
+  }
+  const both = `session_id=${jar.get(h.url, 'session_id')}; session_id.partners=${jar.get(h.url, 'session_id.partners')}; theme=dark`;
+  home.seen.length = 0;
+  home.answer = (_req, res) => {
+    res.setHeader('set-cookie', ['session_id.partners=planted; Path=/', 'pref=1; Path=/']);
+    res.end('ok');
+  };
+  const answer = await httpSend(h.url, { path: '/page', headers: { cookie: both } });
+  t.equal(answer.status, 200);
+  t.equal(home.seen[0]?.headers.cookie, 'theme=dark', "the upstream gets the browser's own cookies only");
+  t.strictSame(answer.headers['set-cookie'], ['pref=1; Path=/'], "the upstream's attempt to set a provider session cookie is dropped");
+});
