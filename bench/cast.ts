@@ -72,6 +72,8 @@ export interface GatewayOptions {
   dpop?: boolean;
   /** `routes` instead of `upstream`: this many routes, all to the upstream, the most specific one `ROUTED_PATH`. */
   routes?: number;
+  /** `sites` beside `upstream`: this many sites `s1.localhost` ... `sN.localhost`, each with one route to the upstream (README "Several sites"). */
+  sites?: number;
   /** A `websocket: true` route at `WEBSOCKET_PATH` to this upstream, beside `/` to the bench upstream. */
   websocketUpstream?: string;
   /** A route at `TARGET_PATH` with a token target (`BENCH_RESOURCE`), beside `/` with the sign-in token (README "A token for each API"). */
@@ -292,7 +294,14 @@ function upstreamYaml(o: GatewayOptions & { upstreamUrl: string }): string {
   if (o.tokenTarget) {
     return `routes:\n  - {path: ${TARGET_PATH}, upstream: '${o.upstreamUrl}', stripPrefix: true, token: {resource: '${BENCH_RESOURCE}', scopes: [bench.read]}}\n  - {path: /, upstream: '${o.upstreamUrl}'}`;
   }
-  return o.routes === undefined ? `upstream: ${o.upstreamUrl}` : routesYaml(o.routes, o.upstreamUrl);
+  const upstream = o.routes === undefined ? `upstream: ${o.upstreamUrl}` : routesYaml(o.routes, o.upstreamUrl);
+  return o.sites === undefined ? upstream : `${upstream}\n${sitesYaml(o.sites, o.upstreamUrl)}`;
+}
+
+/** `count` sites `s1.localhost` ... on the gateway's port, each with `/` to `upstreamUrl`. */
+function sitesYaml(count: number, upstreamUrl: string): string {
+  const sites = Array.from({ length: count }, (_, index) => `  - {host: s${index + 1}.localhost, routes: [{path: /, upstream: '${upstreamUrl}'}]}`);
+  return `sites:\n${sites.join('\n')}`;
 }
 
 /** `count` routes to `upstreamUrl`: `/`, `/api`, `ROUTED_PATH`, and siblings that do not match it (`/r3`, `/api/r4`, ...). */

@@ -22,6 +22,7 @@ import { coldSession } from './scenarios/cold-session.js';
 import { hotPath } from './scenarios/hot-path.js';
 import { dpopHotPath } from './scenarios/dpop.js';
 import { routesHotPath } from './scenarios/routes.js';
+import { sitesHotPath } from './scenarios/sites.js';
 import { tokenTargetHotPath } from './scenarios/token-target.js';
 import { assertionHotPath } from './scenarios/assertion.js';
 import { bearerHotPath } from './scenarios/bearer.js';
@@ -39,6 +40,7 @@ const SCENARIOS: Array<{ key: string; name: string; run: Scenario }> = [
   { key: 'hot', name: 'hot path', run: hotPath },
   { key: 'dpop', name: 'DPoP hot path', run: dpopHotPath },
   { key: 'routes', name: '20 routes hot path', run: routesHotPath },
+  { key: 'sites', name: '20 sites hot path', run: sitesHotPath },
   { key: 'target', name: 'token target hot path', run: tokenTargetHotPath },
   { key: 'assertion', name: 'identity assertion hot path', run: assertionHotPath },
   { key: 'bearer', name: 'machine-client bearer hot path', run: bearerHotPath },
