@@ -244,7 +244,7 @@ reference to the environment the Deployment fills from the Secret.
 {{- $_ := set $config "forwardAuth" $forwardAuth -}}
 {{- end -}}
 {{- /* Sections in the order of the gateway's documentation, then any other key. */ -}}
-{{- $order := list "server" "admin" "provider" "upstream" "routes" "session" "tokens" "paths" "forwardAuth" "csrf" -}}
+{{- $order := list "server" "admin" "provider" "upstream" "routes" "sites" "session" "tokens" "paths" "forwardAuth" "csrf" -}}
 {{- range $key := $order -}}
 {{- if hasKey $config $key }}
 {{ toYaml (dict $key (get $config $key)) -}}
@@ -279,7 +279,7 @@ ${VARIABLE} references is not one Go's url.Parse accepts.
 {{/*
 Ports of the upstreams the gateway proxies to, one per line: each route's
 upstream when config.routes is given (config.upstream is then unused), else
-config.upstream.
+config.upstream; and each site's routes' upstreams.
 */}}
 {{- define "gatehouse.upstreamPorts" -}}
 {{- $routes := dig "routes" list .Values.config -}}
@@ -292,6 +292,14 @@ config.upstream.
 {{- else -}}
 {{- with .Values.config.upstream }}
 {{ include "gatehouse.urlPort" . }}
+{{- end -}}
+{{- end -}}
+{{- /* Each site's routes too (README "Several sites"). */ -}}
+{{- range (dig "sites" list .Values.config) -}}
+{{- range .routes -}}
+{{- with .upstream }}
+{{ include "gatehouse.urlPort" . }}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
@@ -315,6 +323,10 @@ forward-auth mode (the controller asks /forward-auth about every other path).
 {{- $own := list -}}
 {{- range $key, $default := dict "login" "/login" "callback" "/callback" "logout" "/logout" "session" "/session" "signedOut" "/signed-out" "backchannelLogout" "/backchannel-logout" -}}
 {{- $own = append $own (get $paths $key | default $default) -}}
+{{- end -}}
+{{- /* With sites, a site takes its hand-off code at paths.handoff (README "Several sites"). */ -}}
+{{- if .Values.config.sites -}}
+{{- $own = append $own (get $paths "handoff" | default "/.gatehouse/handoff") -}}
 {{- end -}}
 {{- $own | sortAlpha | toJson -}}
 {{- end -}}
