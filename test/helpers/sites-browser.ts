@@ -1,6 +1,7 @@
 import type { Test } from 'tap';
 import { httpSend, type RawResponse } from './http-request.js';
 import { approveAtAuthorizationServer } from './sign-in.js';
+import type { CookieJar } from './cookie-jar.js';
 
 /**
  * A browser for tests of several sites (README "Several sites"): cookies per
@@ -43,9 +44,10 @@ export class SitesBrowser {
 
   /**
    * From a site page without a session to the hand-off URL, through the
-   * sign-in host (`signInOrigin`) and the AS; asserts each step on `t`.
+   * sign-in host (`signInOrigin`) and the AS (with `atAs`, the browser's
+   * cookies there); asserts each step on `t`.
    */
-  async signInThrough(t: Test, signInOrigin: string, start: string, user = 'alice'): Promise<URL> {
+  async signInThrough(t: Test, signInOrigin: string, start: string, user = 'alice', atAs?: CookieJar): Promise<URL> {
     const first = await this.get(start);
     t.equal(first.status, 302, 'the site sends the browser to sign in');
     const login = new URL(first.headers.location!);
@@ -53,7 +55,7 @@ export class SitesBrowser {
     t.equal(login.searchParams.get('returnTo'), start, 'coming back to the full site URL');
     const toAs = await this.get(login.href);
     t.equal(toAs.status, 302);
-    const callback = await approveAtAuthorizationServer(new URL(toAs.headers.location!), user);
+    const callback = await approveAtAuthorizationServer(new URL(toAs.headers.location!), user, atAs);
     const afterCallback = await this.get(callback.href);
     t.equal(afterCallback.status, 302, 'the callback');
     return new URL(afterCallback.headers.location!);
