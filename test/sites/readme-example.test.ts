@@ -12,8 +12,8 @@ t.test('the README two-site example loads, with auth.localhost as the sign-in ho
   const yaml = /```yaml\n([\s\S]*?)```/.exec(section)?.[1];
   if (!t.ok(yaml, 'the section has a YAML example')) return;
   // `gatehouse demo` puts its own provider in; a fresh key stands for the one it makes.
-  const document = { ...(parse(yaml!) as Record<string, unknown>), provider: { issuer: 'http://127.0.0.1:9000', clientId: 'demo', clientSecret: 'demo-secret' } };
-  (document.session as Record<string, unknown>).encryptionKeys = [KEY];
+  const example = parse(yaml!) as { session: Record<string, unknown> } & Record<string, unknown>;
+  const document = { ...example, session: { ...example.session, encryptionKeys: [KEY] }, provider: { issuer: 'http://127.0.0.1:9000', clientId: 'demo', clientSecret: 'demo-secret' } };
   const config = loadConfig(document, {});
   const sites = new Sites(config, false);
   t.strictSame(
