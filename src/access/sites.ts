@@ -3,9 +3,7 @@ import type { Config } from '../config/schema.js';
 import { compileRoutes, type RouteTable } from '../routing/route-table.js';
 import { createCrossSiteRule, type CrossSiteRule } from '../http/csrf.js';
 import type { TrustFunction } from '../http/client-address.js';
-
-/** The provider name of the top-level `provider` (README "Several sites"). */
-export const DEFAULT_PROVIDER = 'default';
+import { DEFAULT_PROVIDER } from '../config/checks/providers.js';
 
 /**
  * A host the gateway serves (README "Several sites"): publicUrl's, the

@@ -42,7 +42,7 @@ t.test('every key not given takes the default of README "Configuration"', async 
       encryptionKeys: [KEY],
     },
     tokens: { refreshSkew: 30, defaultLifetime: 300 },
-    paths: { login: '/login', callback: '/callback', logout: '/logout', session: '/session', backchannelLogout: '/backchannel-logout', signedOut: '/signed-out', forwardAuth: '/forward-auth', jwks: '/.well-known/jwks.json', securityEvents: '/security-events' },
+    paths: { login: '/login', callback: '/callback', logout: '/logout', session: '/session', backchannelLogout: '/backchannel-logout', signedOut: '/signed-out', forwardAuth: '/forward-auth', jwks: '/.well-known/jwks.json', securityEvents: '/security-events', handoff: '/.gatehouse/handoff' },
     forwardAuth: { redirect: false, only: false },
     csrf: { allowedOrigins: [] },
     pages: { productName: 'gatehouse' },
