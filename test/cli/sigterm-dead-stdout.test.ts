@@ -101,7 +101,11 @@ async function untilListening(url: string): Promise<void> {
   const deadline = Date.now() + 15_000;
   for (;;) {
     const socket = connect(Number(port), hostname);
-    const connected = await Promise.race([once(socket, 'connect').then(() => true), once(socket, 'error').then(() => false)]);
+    // events.once rejects on 'error': a refused connection is "not yet", not a failure.
+    const connected = await once(socket, 'connect').then(
+      () => true,
+      () => false,
+    );
     socket.destroy();
     if (connected) return;
     if (Date.now() > deadline) throw new Error(`nothing listens on ${url}`);
