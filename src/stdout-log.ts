@@ -1,20 +1,27 @@
 import { write, writeSync } from 'node:fs';
 import type { DestinationStream } from 'pino';
 
-/** How long a line may wait in the buffer when fewer than BUFFER_BYTES follow it. */
+/** How long a line may wait in the buffer when fewer than BLOCK_BYTES follow it. */
 const FLUSH_INTERVAL_MS = 100;
-const BUFFER_BYTES = 8 * 1024;
+/** The size of one write: lines are copied into blocks of this many bytes as they come. */
+const BLOCK_BYTES = 64 * 1024;
+/** UTF-8 needs at most this many bytes per UTF-16 code unit: a line of n characters fits in 3n bytes. */
+const MAX_BYTES_PER_UNIT = 3;
 /** What may wait for a reader that does not keep up; later lines are dropped and counted. */
 const MAX_PENDING_BYTES = 8 * 1024 * 1024;
+/** Written blocks kept for reuse. */
+const SPARE_BLOCKS = 2;
 /** How long the exit flush retries a non-blocking descriptor that is full (EAGAIN) before giving up. */
 const EXIT_RETRY_MS = 1000;
 const EAGAIN_PAUSE_MS = 10;
 
 /**
- * The log's way to standard output: lines gathered and written
- * asynchronously in blocks of BUFFER_BYTES and at least every
- * FLUSH_INTERVAL_MS, because one write per access-log line costs a
- * thread-pool round trip each (BENCHMARKS.md "Access log"); what is left is
+ * The log's way to standard output: each line is copied into a byte block
+ * as soon as it is logged, and blocks are written asynchronously when full
+ * and at least every FLUSH_INTERVAL_MS, because one write per access-log
+ * line costs a thread-pool round trip each, and lines kept as strings until
+ * their write outlive the young generation and cost the garbage collector
+ * more than the line itself (BENCHMARKS.md "Access log"); what is left is
  * written synchronously when the process exits.
  *
  * A reader that has gone away (EPIPE, or any other write error but a full
@@ -27,8 +34,13 @@ const EAGAIN_PAUSE_MS = 10;
  * (test/cli/sigterm-dead-stdout.test.ts).
  */
 export class StdoutLog implements DestinationStream {
-  private pending: string[] = [];
-  private pendingLength = 0;
+  /** The block lines are copied into, and how many of its bytes are used. */
+  private block: Buffer = Buffer.allocUnsafeSlow(BLOCK_BYTES);
+  private used = 0;
+  /** Filled blocks waiting for their write, oldest first. */
+  private full: Buffer[] = [];
+  private fullBytes = 0;
+  private spare: Buffer[] = [];
   private writing = false;
   private broken = false;
   private dropped = 0;
@@ -42,55 +54,81 @@ export class StdoutLog implements DestinationStream {
 
   write(line: string): void {
     if (this.broken) return;
-    if (this.pendingLength >= MAX_PENDING_BYTES) {
+    if (this.fullBytes + this.used >= MAX_PENDING_BYTES) {
       this.dropped++;
       return;
     }
-    this.pending.push(line);
-    this.pendingLength += line.length;
-    if (this.pendingLength >= BUFFER_BYTES) this.flush();
+    this.append(line);
+    if (this.full.length > 0) this.flush();
   }
 
   /** Writes what is pending; `done` runs once it is written (or the log has ended). pino's `logger.flush(cb)` calls it. */
   flush(done?: (err?: Error) => void): void {
     if (done !== undefined) this.flushed.push(done);
     if (this.writing) return;
-    if (this.broken || this.pending.length === 0) return this.settle();
+    if (this.broken) return this.settle();
+    this.seal();
+    const next = this.full.shift();
+    if (next === undefined) return this.settle();
+    this.fullBytes -= next.length;
     this.writing = true;
-    this.writeFrom(this.take(), 0);
+    this.writeFrom(next, 0);
   }
 
   /** Writes what is pending now, synchronously: the process is exiting and runs no more callbacks. */
   flushSync(): void {
-    if (this.broken || this.pending.length === 0) return;
+    if (this.broken) return;
     // A block still in the thread pool is not written again: it is being written (or already was).
-    const block = this.take();
+    this.seal();
     const deadline = Date.now() + EXIT_RETRY_MS;
-    let offset = 0;
-    while (offset < block.length) {
-      try {
-        offset += writeSync(this.fd, block, offset, block.length - offset);
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'EAGAIN' || Date.now() > deadline) return this.end();
-        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, EAGAIN_PAUSE_MS);
+    for (const block of this.full) {
+      let offset = 0;
+      while (offset < block.length) {
+        try {
+          offset += writeSync(this.fd, block, offset, block.length - offset);
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code !== 'EAGAIN' || Date.now() > deadline) return this.end();
+          Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, EAGAIN_PAUSE_MS);
+        }
       }
     }
+    this.full = [];
+    this.fullBytes = 0;
   }
 
-  /** Characters of the lines waiting for the reader. */
+  /** Bytes of the lines waiting for the reader. */
   get waiting(): number {
-    return this.pendingLength;
+    return this.fullBytes + this.used;
   }
 
-  private take(): Buffer {
-    if (this.dropped > 0) {
-      this.pending.push(droppedLine(this.dropped));
-      this.dropped = 0;
+  /** Copies `line` into the current block, starting a new one when it might not fit. */
+  private append(line: string): void {
+    const room = line.length * MAX_BYTES_PER_UNIT;
+    if (room > BLOCK_BYTES) {
+      this.seal();
+      this.queue(Buffer.from(line));
+      return;
     }
-    const block = Buffer.from(this.pending.join(''));
-    this.pending = [];
-    this.pendingLength = 0;
-    return block;
+    if (this.used + room > BLOCK_BYTES) this.seal();
+    this.used += this.block.write(line, this.used);
+  }
+
+  /** Ends the current block (with the dropped-lines notice, when lines were dropped) and queues it for writing. */
+  private seal(): void {
+    if (this.dropped > 0) {
+      const notice = droppedLine(this.dropped);
+      this.dropped = 0;
+      this.append(notice);
+    }
+    if (this.used === 0) return;
+    this.queue(this.block.subarray(0, this.used));
+    this.block = this.spare.pop() ?? Buffer.allocUnsafeSlow(BLOCK_BYTES);
+    this.used = 0;
+  }
+
+  private queue(bytes: Buffer): void {
+    this.full.push(bytes);
+    this.fullBytes += bytes.length;
   }
 
   private writeFrom(block: Buffer, offset: number): void {
@@ -106,7 +144,8 @@ export class StdoutLog implements DestinationStream {
       }
       if (offset + written < block.length) return this.writeFrom(block, offset + written);
       this.writing = false;
-      if (this.pendingLength >= BUFFER_BYTES || this.flushed.length > 0) this.flush();
+      if (block.buffer.byteLength === BLOCK_BYTES && this.spare.length < SPARE_BLOCKS) this.spare.push(Buffer.from(block.buffer, block.byteOffset, BLOCK_BYTES));
+      if (this.full.length > 0 || this.flushed.length > 0) this.flush();
       else this.settle();
     });
   }
@@ -114,8 +153,9 @@ export class StdoutLog implements DestinationStream {
   /** The reader is gone: nothing more is kept or written. */
   private end(): void {
     this.broken = true;
-    this.pending = [];
-    this.pendingLength = 0;
+    this.full = [];
+    this.fullBytes = 0;
+    this.used = 0;
   }
 
   private settle(): void {

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { execFileSync } from 'node:child_process';
-import { closeSync, constants, mkdtempSync, openSync, readSync, rmSync } from 'node:fs';
+import { closeSync, constants, mkdtempSync, openSync, readFileSync, readSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -25,7 +25,7 @@ t.test('a reader that does not read: what waits stays bounded, and the dropped l
   const lines = 20_000;
   for (let i = 0; i < lines; i++) log.write(line);
   await sleep(300);
-  t.ok(log.waiting <= 8 * 1024 * 1024 + line.length, `at most 8 MiB waits for the reader (${log.waiting} characters)`);
+  t.ok(log.waiting <= 8 * 1024 * 1024 + line.length, `at most 8 MiB waits for the reader (${log.waiting} bytes)`);
 
   const buffer = Buffer.alloc(1 << 20);
   let received = '';
@@ -47,4 +47,26 @@ t.test('a reader that does not read: what waits stays bounded, and the dropped l
   t.equal(parsed.level, 40, 'at the warn level');
   const count = Number(parsed.msg.split(' ')[0]);
   t.ok(count > 0 && count < lines, `it counts the dropped lines (${count} of ${lines})`);
+});
+
+/**
+ * Lines are copied into 64 KiB byte blocks as they are logged: every line
+ * must come out whole and in order, whatever its characters (UTF-8 up to 4
+ * bytes per character) and whether it is longer than a block.
+ */
+t.test('every line is written whole and in order: multi-byte characters, block boundaries, a line longer than a block', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'gatehouse-stdout-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'log');
+  const fd = openSync(file, 'w');
+  t.teardown(() => closeSync(fd));
+  const log = new StdoutLog(fd);
+
+  const lines: string[] = [];
+  for (let i = 0; i < 3000; i++) lines.push(`${JSON.stringify({ level: 30, i, msg: `é€😀 ${'ü'.repeat(i % 97)}` })}\n`);
+  lines.splice(1500, 0, `${JSON.stringify({ level: 30, msg: 'ж'.repeat(100_000) })}\n`);
+  for (const line of lines) log.write(line);
+  await new Promise<void>((resolve) => log.flush(() => resolve()));
+  t.equal(log.waiting, 0, 'nothing waits once flush has called back');
+  t.equal(readFileSync(file, 'utf8'), lines.join(''), `the file holds the ${lines.length} lines, byte for byte`);
 });
