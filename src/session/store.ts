@@ -116,6 +116,19 @@ const SEEN_FLUSH_MS = 500;
 type Cached = { kind: 'session'; record: SessionRecord } | { kind: 'tokens'; record: TokenRecord };
 
 /**
+ * A token record as the cache keeps it: without the ID token, which no
+ * proxied request reads (about a kilobyte of every cached entry). What needs
+ * it (logout's id_token_hint, a token target exchanging it, a refresh keeping
+ * it) reads the record from the backend (`getTokens(userId, true)`), as every
+ * read-modify-write of the record does already.
+ */
+function cachedTokens(record: TokenRecord): TokenRecord {
+  if (record.idToken === undefined) return record;
+  const { idToken: _idToken, ...cached } = record;
+  return cached;
+}
+
+/**
  * Sessions and token records behind an in-process LRU. Token records are
  * sealed with AES-256-GCM before they reach the backend; sessions are keyed by
  * the hash of their id only. Every backend failure becomes
@@ -200,7 +213,7 @@ export class SessionStore {
     return cached.record.expiresAt > now ? cached.record : null;
   }
 
-  /** The user's token record from the cache alone; undefined when only the backend can tell. */
+  /** The user's token record from the cache alone, without its ID token (see cachedTokens); undefined when only the backend can tell. */
   peekTokens(userId: string): TokenRecord | undefined {
     this.#assertAvailable();
     const cached = this.#cached(`${KEY_PREFIX.tokens}${userId}`);
@@ -229,7 +242,7 @@ export class SessionStore {
     const key = `${KEY_PREFIX.tokens}${userId}`;
     if (typeof sealed !== 'string' || this.#cache.has(key)) return;
     const plaintext = this.#sealer.unseal(sealed, `tokens:${userId}`);
-    if (plaintext !== undefined) this.#cache.set(key, { kind: 'tokens', record: JSON.parse(plaintext) as TokenRecord });
+    if (plaintext !== undefined) this.#cache.set(key, { kind: 'tokens', record: cachedTokens(JSON.parse(plaintext) as TokenRecord) });
   }
 
   async saveSession(hash: string, record: SessionRecord, now = this.clock.now()): Promise<void> {
@@ -281,7 +294,10 @@ export class SessionStore {
     return typeof seen === 'number' ? seen : undefined;
   }
 
-  /** The user's token record; `fromBackend` skips the cache (to re-read under a lock). */
+  /**
+   * The user's token record; `fromBackend` skips the cache (to re-read under a
+   * lock) and is the only way to the ID token: a record from the cache has none.
+   */
   async getTokens(userId: string, fromBackend = false): Promise<TokenRecord | null> {
     if (!fromBackend) {
       const peeked = this.peekTokens(userId);
@@ -296,7 +312,7 @@ export class SessionStore {
     const plaintext = sealed === undefined ? undefined : this.#sealer.unseal(sealed, `tokens:${userId}`);
     if (plaintext === undefined) return null;
     const record = JSON.parse(plaintext) as TokenRecord;
-    if (generation === this.#generation && version === this.#versions.get(key)) this.#cache.set(key, { kind: 'tokens', record });
+    if (generation === this.#generation && version === this.#versions.get(key)) this.#cache.set(key, { kind: 'tokens', record: cachedTokens(record) });
     return record;
   }
 
@@ -305,7 +321,7 @@ export class SessionStore {
     const lastExpiry = Math.max(now + 1, ...Object.values(record.sessions));
     const sealed = this.#sealer.seal(JSON.stringify(record), `tokens:${record.userId}`);
     const key = `${KEY_PREFIX.tokens}${record.userId}`;
-    await this.#write(key, { kind: 'tokens', record }, () => this.#backend.keyv.set(key, sealed, lastExpiry - now));
+    await this.#write(key, { kind: 'tokens', record: cachedTokens(record) }, () => this.#backend.keyv.set(key, sealed, lastExpiry - now));
   }
 
   async deleteTokens(userId: string): Promise<void> {
