@@ -9,8 +9,6 @@ const BLOCK_BYTES = 64 * 1024;
 const MAX_BYTES_PER_UNIT = 3;
 /** What may wait for a reader that does not keep up; later lines are dropped and counted. */
 const MAX_PENDING_BYTES = 8 * 1024 * 1024;
-/** Written blocks kept for reuse. */
-const SPARE_BLOCKS = 2;
 /** How long the exit flush retries a non-blocking descriptor that is full (EAGAIN) before giving up. */
 const EXIT_RETRY_MS = 1000;
 const EAGAIN_PAUSE_MS = 10;
@@ -40,7 +38,6 @@ export class StdoutLog implements DestinationStream {
   /** Filled blocks waiting for their write, oldest first. */
   private full: Buffer[] = [];
   private fullBytes = 0;
-  private spare: Buffer[] = [];
   private writing = false;
   private broken = false;
   private dropped = 0;
@@ -122,7 +119,7 @@ export class StdoutLog implements DestinationStream {
     }
     if (this.used === 0) return;
     this.queue(this.block.subarray(0, this.used));
-    this.block = this.spare.pop() ?? Buffer.allocUnsafeSlow(BLOCK_BYTES);
+    this.block = Buffer.allocUnsafeSlow(BLOCK_BYTES);
     this.used = 0;
   }
 
@@ -144,7 +141,6 @@ export class StdoutLog implements DestinationStream {
       }
       if (offset + written < block.length) return this.writeFrom(block, offset + written);
       this.writing = false;
-      if (block.buffer.byteLength === BLOCK_BYTES && this.spare.length < SPARE_BLOCKS) this.spare.push(Buffer.from(block.buffer, block.byteOffset, BLOCK_BYTES));
       if (this.full.length > 0 || this.flushed.length > 0) this.flush();
       else this.settle();
     });
